@@ -1,0 +1,179 @@
+"""Admission checks 1-4 (DESIGN.md): static checks, image build, oracle == 1.0, nop < 0.5.
+
+Every failure is a :class:`~aes.tasks.Reason` whose code starts with the stage that
+failed (``static``, ``build``, ``oracle``, ``nop``), so the proposer and the reports can
+group them. The oracle and no-op trials run side by side on the one built image.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aes.config import SandboxConfig
+from aes.sandbox import (
+    AgentRun,
+    Container,
+    NopAgent,
+    OracleAgent,
+    Outcome,
+    TrialResult,
+    TrialRunner,
+)
+from aes.tasks import Reason, Task, TaskLoadError, check_task, load_task
+
+NOP_THRESHOLD = 0.5
+_TAIL = 600
+
+
+@dataclass
+class ValidationReport:
+    """The verdict of checks 1-4 on one task directory."""
+
+    task: str
+    valid: bool
+    reasons: list[Reason] = field(default_factory=list)
+    oracle_reward: float | None = None
+    nop_reward: float | None = None
+    seconds: float = 0.0
+    name: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    oracle: TrialResult | None = None
+    nop: TrialResult | None = None
+
+    def to_json(self) -> dict:
+        """The record ``aes validate --json`` writes for this task."""
+        return {
+            "task": self.task,
+            "valid": self.valid,
+            "reasons": [str(r) for r in self.reasons],
+            "oracle_reward": self.oracle_reward,
+            "nop_reward": self.nop_reward,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+class _NopProbe(NopAgent):
+    """The do-nothing agent, which also checks that the image hides the tests and solution."""
+
+    def run(self, task: Task, container: Container, timeout: float) -> AgentRun:
+        probe = container.exec("ls -d /solution /tests 2>/dev/null; true", 30, user="root")
+        return AgentRun(exit_code=0, info={"leaked": probe.output.split()})
+
+
+def _tail(text: str) -> str:
+    text = text.strip()
+    return ("..." + text[-_TAIL:]) if len(text) > _TAIL else text
+
+
+def _trial_reasons(stage: str, trial: TrialResult) -> list[Reason]:
+    """Reasons a trial's outcome (not its reward) makes the task invalid."""
+    codes = {
+        Outcome.AGENT_TIMEOUT: "timeout",
+        Outcome.VERIFIER_TIMEOUT: "verifier_timeout",
+        Outcome.NO_REWARD_FILE: "no_reward_file",
+        Outcome.BAD_REWARD_FILE: "bad_reward_file",
+        Outcome.CONTAINER_DIED: "container_died",
+        Outcome.SANDBOX_ERROR: "sandbox_error",
+        Outcome.BUILD_FAILED: "build_failed",
+    }
+    if trial.outcome is Outcome.OK:
+        return []
+    detail = trial.detail
+    if trial.outcome in (Outcome.NO_REWARD_FILE, Outcome.BAD_REWARD_FILE, Outcome.VERIFIER_TIMEOUT):
+        detail += f"; verifier output: {_tail(trial.verifier_output)}" if trial.verifier_output.strip() else ""
+    if trial.outcome is Outcome.AGENT_TIMEOUT and stage == "oracle":
+        detail = f"solution/solve.sh did not finish: {detail}"
+    return [Reason(f"{stage}.{codes[trial.outcome]}", detail)]
+
+
+class Validator:
+    """Runs admission checks 1-4 in the Docker sandbox."""
+
+    def __init__(self, cfg: SandboxConfig, runner: TrialRunner | None = None):
+        self.cfg = cfg
+        self.runner = runner or TrialRunner(cfg)
+
+    def validate(self, path: str | Path) -> ValidationReport:
+        start = time.monotonic()
+        report = self._validate(Path(path))
+        report.seconds = time.monotonic() - start
+        report.valid = not report.reasons
+        return report
+
+    def _validate(self, path: Path) -> ValidationReport:
+        report = ValidationReport(task=str(path), valid=False)
+        try:
+            task = load_task(path)
+        except TaskLoadError as exc:
+            report.reasons.append(Reason(f"static.{exc.code}", str(exc)))
+            return report
+        report.name, report.notes = task.name, list(task.spec.notes)
+        report.reasons += check_task(task, self.cfg.max_context_mb)
+        if report.reasons:
+            return report
+
+        build = self.runner.sandbox.build(task)
+        report.timings["build"] = build.seconds
+        report.notes += [f"base image substituted: {s}" for s in build.substitutions]
+        if build.image is None:
+            report.reasons.append(build.reason or Reason("build.failed", "the image did not build"))
+            return report
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            oracle_f = pool.submit(self.runner.run, task, OracleAgent(), build.image)
+            nop_f = pool.submit(self.runner.run, task, _NopProbe(), build.image)
+            report.oracle, report.nop = oracle_f.result(), nop_f.result()
+        for name, trial in (("oracle", report.oracle), ("nop", report.nop)):
+            for stage, seconds in trial.timings.items():
+                report.timings[f"{name}.{stage}"] = seconds
+        report.oracle_reward, report.nop_reward = report.oracle.reward, report.nop.reward
+        report.reasons += self._judge(report.oracle, report.nop)
+        return report
+
+    def _judge(self, oracle: TrialResult, nop: TrialResult) -> list[Reason]:
+        reasons = _trial_reasons("oracle", oracle) + _trial_reasons("nop", nop)
+        leaked = nop.agent_info.get("leaked") or []
+        if leaked:
+            reasons.append(Reason(
+                "build.secret_in_image",
+                f"the image already contains {', '.join(leaked)}; solution/ and tests/ must not be in it",
+            ))
+        if oracle.outcome is Outcome.OK and oracle.reward is not None and oracle.reward != 1.0:
+            reasons.append(Reason(
+                "oracle.reward_below_one",
+                f"the reference solution scores {oracle.reward:.3f}, not 1.0"
+                + (f" (solve.sh exit {oracle.agent_exit_code})" if oracle.agent_exit_code else "")
+                + f"; verifier output: {_tail(oracle.verifier_output)}",
+            ))
+        if nop.outcome is Outcome.OK and nop.reward is not None and nop.reward >= NOP_THRESHOLD:
+            reasons.append(Reason(
+                "nop.reward_too_high",
+                f"doing nothing scores {nop.reward:.3f} (must be < {NOP_THRESHOLD}): "
+                "the tests pass without any work",
+            ))
+        return reasons
+
+
+def validate_all(validator: Validator, paths: list[Path], concurrency: int,
+                 show_progress: bool = True) -> list[ValidationReport]:
+    """Validate many tasks at once (in input order), with a progress bar."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    reports: list[ValidationReport | None] = [None] * len(paths)
+    columns = (TextColumn("validating"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[invalid]} invalid"), TimeElapsedColumn())
+    with Progress(*columns, disable=not show_progress, transient=False) as progress:
+        bar = progress.add_task("validate", total=len(paths), invalid=0)
+        invalid = 0
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            futures = {pool.submit(validator.validate, p): i for i, p in enumerate(paths)}
+            for future in as_completed(futures):
+                index = futures[future]
+                reports[index] = future.result()
+                invalid += not reports[index].valid
+                progress.update(bar, advance=1, invalid=invalid)
+    return [r for r in reports if r is not None]

@@ -1,0 +1,78 @@
+"""``aes``: operator commands (validate tasks, set up the sandbox)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.logging import RichHandler
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+sandbox_app = typer.Typer(no_args_is_help=True, help="Set up and clean the Docker sandbox.")
+app.add_typer(sandbox_app, name="sandbox")
+
+SET_HELP = "Config override in Hydra syntax, e.g. --set sandbox.concurrency=2 (repeatable)."
+
+
+def _setup_logging(verbose: bool = False) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s",
+                        handlers=[RichHandler(show_path=False, show_time=False)], force=True)
+
+
+def _config(overrides: list[str]):
+    from aes.config import compose_config
+
+    return compose_config(overrides)
+
+
+@app.command()
+def validate(
+    paths: list[Path] = typer.Argument(..., help="Task dirs, or dirs of task dirs."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the verdicts here as JSON."),
+    concurrency: Optional[int] = typer.Option(None, help="Tasks validated at once (default sandbox.concurrency)."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+    quiet: bool = typer.Option(False, help="No progress bar."),
+) -> None:
+    """Run admission checks 1-4 (static, build, oracle = 1.0, no-op < 0.5). Exit 0 only if all pass."""
+    _setup_logging()
+    from aes.admission import Validator, validate_all
+    from aes.report.validation import print_reports, write_json
+    from aes.tasks import find_tasks
+
+    cfg = _config(set_)
+    tasks = find_tasks(paths)
+    reports = validate_all(Validator(cfg.sandbox), tasks, concurrency or cfg.sandbox.concurrency,
+                           show_progress=not quiet)
+    print_reports(reports)
+    if json_out:
+        write_json(reports, json_out)
+    raise typer.Exit(0 if reports and all(r.valid for r in reports) else 1)
+
+
+@sandbox_app.command()
+def bootstrap(
+    force: bool = typer.Option(False, help="Rebuild the base image even if it exists."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+) -> None:
+    """Build the local base image (debootstrap + docker import); no registry needed."""
+    _setup_logging()
+    from aes.sandbox.bootstrap import bootstrap_base_image
+
+    cfg = _config(set_)
+    image_id = bootstrap_base_image(cfg.sandbox, force=force)
+    typer.echo(f"{cfg.sandbox.base_image} {image_id[:19]}")
+
+
+@sandbox_app.command()
+def reap(set_: list[str] = typer.Option([], "--set", help=SET_HELP)) -> None:
+    """Remove containers left behind by crashed aes processes on this host."""
+    _setup_logging()
+    from aes.sandbox import reap_orphans
+
+    typer.echo(f"removed {reap_orphans(_config(set_).sandbox)} container(s)")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,29 @@
+"""Typed configuration: schemas for every config group and the loader that checks them."""
+
+from aes.config.load import CONF_DIR, compose_config, load_config
+from aes.config.schema import (
+    AesConfig,
+    CalibrationConfig,
+    ConfigError,
+    DomainConfig,
+    HarnessConfig,
+    LoggerConfig,
+    ModelConfig,
+    SandboxConfig,
+    TrainerConfig,
+)
+
+__all__ = [
+    "CONF_DIR",
+    "compose_config",
+    "AesConfig",
+    "CalibrationConfig",
+    "ConfigError",
+    "DomainConfig",
+    "HarnessConfig",
+    "LoggerConfig",
+    "ModelConfig",
+    "SandboxConfig",
+    "TrainerConfig",
+    "load_config",
+]

@@ -1,0 +1,279 @@
+"""Typed schemas for every Hydra config group.
+
+Each dataclass mirrors one folder of ``conf/``; the YAML files there only choose
+values. A composed config is merged into these schemas by :func:`aes.config.load`,
+so a typo or a wrong type fails at start-up with the key that is wrong.
+
+This module must stay importable without torch, vLLM or DeepSpeed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from omegaconf import MISSING
+
+
+class ConfigError(ValueError):
+    """A config value that cannot work; the message says what to set."""
+
+
+MODES = ("run", "validate", "rollout", "calibrate", "generate", "train", "eval")
+
+
+@dataclass
+class ModelConfig:
+    """A model that plays the proposer or the solver (``conf/proposer``, ``conf/solver``)."""
+
+    name: str = MISSING
+    """Short name used in paths and metrics, e.g. ``local`` or ``qwen9b``."""
+    backend: str = MISSING
+    """Client implementation: anthropic, openai, openai_compatible, local or tiny."""
+    model: str = MISSING
+    """Model identifier sent to the backend (API model name, GGUF path or tiny preset)."""
+    base_url: Optional[str] = None
+    """Server URL for openai_compatible backends (vLLM, SGLang); None for hosted APIs."""
+    api_key_env: Optional[str] = None
+    """Environment variable holding the API key; None when the backend needs none."""
+    temperature: float = 1.0
+    """Sampling temperature."""
+    max_tokens: int = 2048
+    """Most tokens generated per model call."""
+    logprobs: bool = False
+    """Ask the backend for per-token log-probs (needed to train on the trajectories)."""
+    context_length: int = 8192
+    """Largest prompt + completion the model accepts, in tokens."""
+    price_input_per_mtok: float = 0.0
+    """USD per million prompt tokens, for cost accounting."""
+    price_output_per_mtok: float = 0.0
+    """USD per million generated tokens, for cost accounting."""
+    timeout_sec: float = 600.0
+    """Timeout of one model call."""
+    max_retries: int = 5
+    """Retries with backoff on rate limits, 5xx and timeouts."""
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ConfigError(f"model temperature must be >= 0, got {self.temperature}")
+        if self.max_tokens <= 0:
+            raise ConfigError(f"model max_tokens must be > 0, got {self.max_tokens}")
+
+
+@dataclass
+class HarnessConfig:
+    """How the proposer builds a task (``conf/harness``; paper §4.1)."""
+
+    name: str = "terminal"
+    """prompt (one generation), prompt_feedback (generate, run, revise) or terminal (agent in a sandbox)."""
+    max_revisions: int = 2
+    """Revisions of one draft after failed admission checks (paper App. G.4)."""
+    max_turns: int = 60
+    """Most agent turns of one terminal-harness episode."""
+    episode_timeout_sec: float = 7200.0
+    """Wall-clock budget of one proposer episode (paper: 2 h)."""
+    cpus: float = 16.0
+    """CPUs of the proposer's sandbox (paper: 16; clamped to the host)."""
+    memory_mb: int = 32768
+    """Memory of the proposer's sandbox in MiB (paper: 32 GiB)."""
+    solver_probe_attempts: int = 2
+    """Solver attempts the ``solver_model`` tool runs on a draft."""
+    web_access: bool = False
+    """Give the proposer web access (off by default, as in the paper)."""
+
+    def __post_init__(self) -> None:
+        if self.name not in ("prompt", "prompt_feedback", "terminal"):
+            raise ConfigError(
+                f"harness.name must be prompt, prompt_feedback or terminal, got {self.name!r}"
+            )
+
+
+@dataclass
+class DomainConfig:
+    """What kind of environments to build (``conf/domain``)."""
+
+    name: str = "terminal"
+    """Domain name; its package is ``aes/domains/<name>/``."""
+    seeds: Optional[str] = None
+    """Directory of seed tasks; None uses the domain's packaged seeds."""
+    benchmark_instructions: Optional[str] = None
+    """Directory of held-out benchmark tasks used for 13-gram decontamination."""
+
+
+@dataclass
+class CalibrationConfig:
+    """The calibration band (``conf/calibration``; paper §3.2, App. G.4)."""
+
+    initial_attempts: int = 4
+    """Solver attempts per candidate environment."""
+    expanded_attempts: int = 8
+    """Attempts after expansion, when the mean lies near a band edge."""
+    expand_margin: float = 0.15
+    """Expand when the mean is within this distance of a band edge."""
+    band_low: float = 0.25
+    """Lowest admitted mean reward."""
+    band_high: float = 0.75
+    """Highest admitted mean reward."""
+    min_std: float = 0.1
+    """Lowest admitted reward standard deviation across attempts."""
+    diagnostic_rollouts: int = 1
+    """Rollouts with reference-solution hints run for a task below the band."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.band_low < self.band_high <= 1.0:
+            raise ConfigError(
+                f"calibration band must satisfy 0 <= band_low < band_high <= 1, "
+                f"got [{self.band_low}, {self.band_high}]"
+            )
+        if self.expanded_attempts < self.initial_attempts:
+            raise ConfigError("calibration.expanded_attempts must be >= initial_attempts")
+
+
+@dataclass
+class DeepSpeedConfig:
+    """DeepSpeed engine settings (``conf/trainer/deepspeed``)."""
+
+    zero_stage: int = 0
+    """ZeRO stage 0-3."""
+    bf16: bool = False
+    """Train in bf16 (GPU clusters); fp32 on CPU."""
+    gradient_clipping: float = 1.0
+    """Global gradient-norm clip; 0 disables it."""
+    offload_optimizer: bool = False
+    """Keep optimizer states in host memory (ZeRO >= 1)."""
+
+    def __post_init__(self) -> None:
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise ConfigError(f"trainer.deepspeed.zero_stage must be 0-3, got {self.zero_stage}")
+
+
+@dataclass
+class TrainerConfig:
+    """Solver training with DPPO (``conf/trainer``; paper §3.3, App. G.1)."""
+
+    algorithm: str = "dppo"
+    """Registered policy-gradient variant."""
+    lr: float = 1e-6
+    """Learning rate."""
+    envs_per_update: int = 16
+    """Groups (environments) per update."""
+    attempts_per_env: int = 16
+    """Attempts per environment in a group."""
+    delta_low: float = 0.1
+    """Trust-region bound for negative advantages (mu - pi > delta_low is masked)."""
+    delta_high: float = 0.1
+    """Trust-region bound for positive advantages (pi - mu > delta_high is masked)."""
+    kl_coef: float = 0.0
+    """KL penalty coefficient (paper: 0)."""
+    entropy_coef: float = 0.0
+    """Entropy bonus coefficient (paper: 0)."""
+    max_seq_len: int = 8192
+    """Longest packed training sequence in tokens."""
+    updates_per_refresh: int = 16
+    """Solver updates between pool refreshes."""
+    deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
+    """DeepSpeed engine settings."""
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0:
+            raise ConfigError(f"trainer.lr must be > 0, got {self.lr}")
+
+
+@dataclass
+class SandboxConfig:
+    """Where tasks are built and run (``conf/sandbox``)."""
+
+    backend: str = "docker"
+    """Container backend; only docker exists."""
+    docker_host: Optional[str] = None
+    """Docker endpoint; None reads DOCKER_HOST or uses the local socket."""
+    base_image: str = "aes-base:bookworm"
+    """Local image built by ``aes sandbox bootstrap``."""
+    image_aliases: dict[str, str] = field(default_factory=dict)
+    """Public base image -> local image used when the public one cannot be pulled."""
+    pull_missing: bool = True
+    """Try to pull a missing public base image before falling back to its alias."""
+    pull_timeout_sec: float = 120.0
+    """Give up pulling a base image after this long."""
+    default_cpus: float = 1.0
+    """CPUs of a trial container when task.toml gives none (clamped to the host)."""
+    default_memory_mb: int = 2048
+    """Memory of a trial container in MiB when task.toml gives none."""
+    pids_limit: int = 1024
+    """Most processes in one trial container (stops fork bombs)."""
+    default_build_timeout_sec: float = 600.0
+    """Image build limit when task.toml gives none."""
+    default_agent_timeout_sec: float = 600.0
+    """Agent (and oracle) phase limit when task.toml gives none."""
+    default_verifier_timeout_sec: float = 600.0
+    """Verifier phase limit when task.toml gives none."""
+    output_limit_bytes: int = 262144
+    """Most bytes of output kept per exec (head and tail are kept, the middle dropped)."""
+    max_context_mb: int = 256
+    """Largest build context accepted, in MiB."""
+    concurrency: int = 4
+    """Tasks validated / trials run at once."""
+    reap_on_start: bool = True
+    """Remove containers left behind by crashed aes processes on this host."""
+    bootstrap_suite: str = "bookworm"
+    """Debian suite of the bootstrapped base image."""
+    bootstrap_mirror: Optional[str] = None
+    """Debian mirror for debootstrap; None reads it from the host's apt sources."""
+    bootstrap_packages: list[str] = field(default_factory=list)
+    """Packages installed into the base image (python3 and the verifier's tools)."""
+    ca_cert_dir: str = "/usr/local/share/ca-certificates"
+    """Host directory of extra CA certificates injected into the base image."""
+
+    def __post_init__(self) -> None:
+        if self.backend != "docker":
+            raise ConfigError(f"sandbox.backend must be 'docker', got {self.backend!r}")
+        if self.concurrency < 1:
+            raise ConfigError("sandbox.concurrency must be >= 1")
+        if self.output_limit_bytes < 1024:
+            raise ConfigError("sandbox.output_limit_bytes must be >= 1024")
+
+
+@dataclass
+class LoggerConfig:
+    """Metrics sinks (``conf/logger``)."""
+
+    name: str = "jsonl"
+    """jsonl (metrics.jsonl in the run dir) or wandb."""
+    project: str = "aes"
+    """wandb project."""
+    mode: str = "offline"
+    """wandb mode: offline, online or disabled."""
+
+
+@dataclass
+class AesConfig:
+    """The root config (``conf/config.yaml``)."""
+
+    mode: str = "run"
+    """run (the flywheel), validate, rollout, calibrate, generate, train or eval."""
+    tasks: Optional[str] = None
+    """Task directory (or directory of tasks) for validate/rollout/calibrate/eval."""
+    seed: int = 0
+    """Random seed."""
+    run_dir: Optional[str] = None
+    """Output directory; None uses Hydra's run dir."""
+    proposer: ModelConfig = field(default_factory=ModelConfig)
+    """The model that builds environments."""
+    solver: ModelConfig = field(default_factory=ModelConfig)
+    """The model that is trained on the environments."""
+    harness: HarnessConfig = field(default_factory=HarnessConfig)
+    """The proposer harness."""
+    domain: DomainConfig = field(default_factory=DomainConfig)
+    """The environment domain."""
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
+    """The calibration band."""
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    """Solver training."""
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    """The container sandbox."""
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    """Metrics logging."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {self.mode!r}")

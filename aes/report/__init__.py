@@ -1,0 +1,1 @@
+"""Human-readable reports: tables in the terminal, files in the run dir."""

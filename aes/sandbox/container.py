@@ -1,0 +1,310 @@
+"""One running trial container: exec with a deadline and capped output, file transfer, teardown."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import select
+import signal
+import struct
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import docker.errors
+
+log = logging.getLogger(__name__)
+
+_POLL_START, _POLL_MAX = 0.02, 0.5
+
+
+@dataclass
+class ExecResult:
+    """The result of one command in the container."""
+
+    exit_code: int | None
+    """Exit status; None when the command timed out or its status is unknown."""
+    output: str
+    """stdout and stderr interleaved as the command wrote them, head and tail kept."""
+    timed_out: bool = False
+    truncated_bytes: int = 0
+    """Bytes of output dropped from the middle to respect the output limit."""
+    seconds: float = 0.0
+
+
+class CappedOutput:
+    """Keeps the first and last ``limit / 2`` bytes of a stream of any length."""
+
+    def __init__(self, limit: int):
+        self.half = max(limit // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def write(self, data: bytes) -> None:
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if not data:
+            return
+        self.tail += data
+        excess = len(self.tail) - self.half
+        if excess > 0:
+            del self.tail[:excess]
+            self.dropped += excess
+
+    def text(self) -> str:
+        middle = f"\n[... {self.dropped} bytes of output omitted ...]\n".encode() if self.dropped else b""
+        return (bytes(self.head) + middle + bytes(self.tail)).decode("utf-8", errors="replace")
+
+
+class _Frames:
+    """Incremental parser of Docker's multiplexed stdout/stderr stream."""
+
+    def __init__(self, sink: CappedOutput):
+        self.sink = sink
+        self.buf = bytearray()
+        self.need = 0  # payload bytes still owed to the current frame
+
+    def feed(self, data: bytes) -> None:
+        self.buf += data
+        while self.buf:
+            if self.need:
+                chunk = bytes(self.buf[: self.need])
+                del self.buf[: len(chunk)]
+                self.need -= len(chunk)
+                self.sink.write(chunk)
+                continue
+            if len(self.buf) < 8:
+                return
+            self.need = struct.unpack(">I", bytes(self.buf[4:8]))[0]
+            del self.buf[:8]
+
+
+def tar_directory(local_dir: Path, arc_root: str) -> bytes:
+    """A tar of ``local_dir`` whose entries live under ``arc_root`` (no leading slash)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(str(local_dir), arcname=arc_root, filter=_root_owned)
+    return buf.getvalue()
+
+
+def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
+
+
+def tar_entries(entries: dict[str, bytes | None]) -> bytes:
+    """A tar holding the given files (bytes) and directories (None), root-owned."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in entries.items():
+            info = tarfile.TarInfo(name.strip("/"))
+            info.mtime = int(time.time())
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o777
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(data), 0o755
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+class Container:
+    """A started container owned by this process; ``remove`` is idempotent and fast."""
+
+    def __init__(self, client, container, output_limit: int, workdir: str | None = None,
+                 env: dict[str, str] | None = None):
+        self.client = client
+        self.api = client.api
+        self.container = container
+        self.id = container.id
+        self.output_limit = output_limit
+        self.workdir = workdir
+        self.env = dict(env or {})
+        self._removed = False
+
+    # -- commands ----------------------------------------------------------------------
+    def exec(self, command: str | list[str], timeout: float, *, workdir: str | None = None,
+             env: dict[str, str] | None = None, user: str | None = None) -> ExecResult:
+        """Run ``command`` (a string runs under ``bash -c``) for at most ``timeout`` seconds."""
+        argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
+        start = time.monotonic()
+        deadline = start + max(timeout, 0.0)
+        out = CappedOutput(self.output_limit)
+        try:
+            exec_id = self.api.exec_create(
+                self.id, argv, stdout=True, stderr=True, stdin=False, tty=False,
+                environment={**self.env, **(env or {})} or None,
+                workdir=workdir or self.workdir, user=user or "",
+            )["Id"]
+            sock = self.api.exec_start(exec_id, socket=True)
+        except docker.errors.APIError as exc:
+            return ExecResult(None, f"exec failed: {exc.explanation or exc}", seconds=time.monotonic() - start)
+        raw = getattr(sock, "_sock", sock)
+        frames = _Frames(out)
+        timed_out = False
+        try:
+            timed_out = self._pump(raw, frames, exec_id, deadline)
+        finally:
+            try:
+                sock.close()
+            except OSError:
+                pass
+        exit_code = None
+        if timed_out:
+            self._kill_exec(exec_id)
+        else:
+            exit_code = self._exit_code(exec_id)
+        return ExecResult(exit_code, out.text(), timed_out, out.dropped, time.monotonic() - start)
+
+    def _pump(self, raw, frames: _Frames, exec_id: str, deadline: float) -> bool:
+        """Read output until EOF or the process ends; True if the deadline passed first."""
+        poll = _POLL_START
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return True
+            ready, _, _ = select.select([raw], [], [], min(remaining, poll))
+            if ready:
+                try:
+                    data = raw.recv(65536)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    return False
+                if not data:
+                    return False
+                frames.feed(data)
+                poll = _POLL_START
+                continue
+            # Silence: a background process may hold the stream open after the command ended.
+            if not self._exec_running(exec_id):
+                ready, _, _ = select.select([raw], [], [], 0.05)
+                if ready:
+                    continue
+                return False
+            poll = min(poll * 2, _POLL_MAX)
+
+    def _exec_running(self, exec_id: str) -> bool:
+        try:
+            return bool(self.api.exec_inspect(exec_id)["Running"])
+        except docker.errors.APIError:
+            return False
+
+    def _exit_code(self, exec_id: str) -> int | None:
+        for _ in range(50):
+            try:
+                info = self.api.exec_inspect(exec_id)
+            except docker.errors.APIError:
+                return None
+            if not info["Running"]:
+                return info["ExitCode"]
+            time.sleep(0.01)
+        return None
+
+    def _kill_exec(self, exec_id: str) -> None:
+        """Kill a timed-out command and its descendants (host side, this container only)."""
+        try:
+            pid = int(self.api.exec_inspect(exec_id).get("Pid") or 0)
+        except docker.errors.APIError:
+            return
+        if pid <= 0 or not _in_container(pid, self.id):
+            return
+        for victim in [pid, *_descendants(pid)]:
+            try:
+                os.kill(victim, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    # -- files -------------------------------------------------------------------------
+    def put_archive(self, tar_bytes: bytes, dest: str = "/") -> None:
+        """Extract a tar into the container at ``dest`` (which must exist)."""
+        self.api.put_archive(self.id, dest, tar_bytes)
+
+    def upload_dir(self, local_dir: Path, dest: str) -> None:
+        """Copy the contents of ``local_dir`` to the absolute path ``dest``."""
+        target = PurePosixPath(dest)
+        self.put_archive(tar_directory(local_dir, str(target.relative_to("/"))), "/")
+
+    def read_file(self, path: str, limit: int = 1 << 20) -> bytes | None:
+        """A regular file's bytes (at most ``limit``); None if absent or not a regular file."""
+        try:
+            stream, stat = self.api.get_archive(self.id, path)
+        except docker.errors.NotFound:
+            return None
+        if stat.get("size", 0) > limit:
+            return None
+        data = b"".join(stream)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            member = tar.next()
+            if member is None or not member.isfile():
+                return None
+            handle = tar.extractfile(member)
+            return handle.read(limit) if handle else None
+
+    # -- state -------------------------------------------------------------------------
+    def status(self) -> tuple[str, int | None, bool]:
+        """(docker state, exit code if exited, OOM-killed)."""
+        try:
+            state = self.api.inspect_container(self.id)["State"]
+        except docker.errors.NotFound:
+            return "removed", None, False
+        return state["Status"], state.get("ExitCode"), bool(state.get("OOMKilled"))
+
+    def logs(self, limit: int = 4096) -> str:
+        try:
+            return self.container.logs(tail=50)[-limit:].decode("utf-8", errors="replace")
+        except docker.errors.APIError:
+            return ""
+
+    def remove(self) -> None:
+        """Kill and remove at once (SIGKILL: no wait for processes that ignore SIGTERM)."""
+        if self._removed:
+            return
+        try:
+            self.api.remove_container(self.id, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if "already in progress" not in str(exc):
+                log.warning("could not remove container %s: %s", self.id[:12], exc)
+                return
+        self._removed = True
+
+    def __enter__(self) -> "Container":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
+def _in_container(pid: int, container_id: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cgroup") as fh:
+            return container_id in fh.read()
+    except OSError:
+        return False
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, stack = [], [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            out.append(child)
+            stack.append(child)
+    return out

@@ -1,0 +1,107 @@
+"""Docker Engine connection, the labels aes puts on what it creates, and the reaper."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import socket
+from typing import TYPE_CHECKING
+
+from aes.config import SandboxConfig
+
+if TYPE_CHECKING:
+    import docker
+
+log = logging.getLogger(__name__)
+
+LABEL_MANAGED = "aes.managed"
+LABEL_HOST = "aes.host"
+LABEL_PID = "aes.pid"
+LABEL_PID_START = "aes.pid_start"
+LABEL_ROLE = "aes.role"
+LABEL_TASK = "aes.task"
+
+
+class SandboxUnavailable(RuntimeError):
+    """The Docker engine cannot be reached; the message says how to start it."""
+
+
+def _process_start(pid: int) -> str | None:
+    """Start time of a process (clock ticks since boot), None if it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_labels(role: str, task: str | None = None) -> dict[str, str]:
+    """Labels naming this process as the owner of a container or image."""
+    pid = os.getpid()
+    labels = {
+        LABEL_MANAGED: "true",
+        LABEL_HOST: socket.gethostname(),
+        LABEL_PID: str(pid),
+        LABEL_PID_START: _process_start(pid) or "",
+        LABEL_ROLE: role,
+    }
+    if task:
+        labels[LABEL_TASK] = task[:200]
+    return labels
+
+
+@functools.lru_cache(maxsize=8)
+def _connect(docker_host: str | None) -> "docker.DockerClient":
+    import docker
+
+    try:
+        if docker_host:
+            client = docker.DockerClient(base_url=docker_host, max_pool_size=64)
+        else:
+            client = docker.from_env(max_pool_size=64)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise SandboxUnavailable(
+            f"cannot reach the Docker engine ({exc}). Start it (e.g. `dockerd &` after "
+            "`apt-get install -y docker.io`, or run launchers/setup.sh) or set "
+            "sandbox.docker_host / DOCKER_HOST."
+        ) from None
+    return client
+
+
+def connect(cfg: SandboxConfig) -> "docker.DockerClient":
+    """A shared, thread-safe client for the configured engine."""
+    return _connect(cfg.docker_host)
+
+
+def _owner_alive(labels: dict[str, str]) -> bool:
+    if labels.get(LABEL_HOST) != socket.gethostname():
+        return True  # another machine's container on a shared engine: not ours to judge
+    try:
+        pid = int(labels.get(LABEL_PID, ""))
+    except ValueError:
+        return False
+    start = _process_start(pid)
+    return start is not None and start == labels.get(LABEL_PID_START)
+
+
+def reap_orphans(cfg: SandboxConfig) -> int:
+    """Remove aes containers whose owning process on this host is gone; returns the count."""
+    import docker.errors
+
+    client = connect(cfg)
+    removed = 0
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"}):
+        if _owner_alive(container.labels):
+            continue
+        try:
+            container.remove(force=True)
+            removed += 1
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            log.warning("could not remove leftover container %s: %s", container.short_id, exc)
+    if removed:
+        log.warning("removed %d container(s) left behind by a crashed aes run", removed)
+    return removed

@@ -1,0 +1,253 @@
+"""Task images: content-hashed build contexts, base-image aliases, time-limited builds.
+
+The tag of a task image is a hash of everything that goes into it (the files of
+``environment/`` that .dockerignore keeps, the Dockerfile after base-image
+substitution, and the id of each base image), so an unchanged environment is
+never rebuilt and two tasks that share an environment share an image.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import re
+import socket
+import stat
+import tarfile
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker.errors
+from docker.utils.build import exclude_paths
+
+from aes.config import SandboxConfig
+from aes.sandbox.docker_client import connect, owner_labels
+from aes.tasks import Reason, Task
+from aes.tasks.static import dockerfile_instructions
+
+log = logging.getLogger(__name__)
+
+IMAGE_REPO = "aes-env"
+BUILD_LOG_TAIL = 8192
+_FROM = re.compile(r"^(\s*FROM\s+(?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE | re.MULTILINE)
+
+
+@dataclass
+class BuildResult:
+    """The outcome of building a task's image."""
+
+    image: str | None
+    """Tag of the built (or cached) image; None when the build failed."""
+    cached: bool = False
+    seconds: float = 0.0
+    log_tail: str = ""
+    reason: Reason | None = None
+    substitutions: list[str] = field(default_factory=list)
+    """``public -> local`` base images that were substituted."""
+
+
+def _normalise(ref: str) -> str:
+    name = ref.rsplit("/", 1)[-1]
+    return ref if ":" in name or "@" in ref else f"{ref}:latest"
+
+
+class ImageBuilder:
+    """Builds task images on the Docker engine; safe to share between threads."""
+
+    def __init__(self, cfg: SandboxConfig):
+        self.cfg = cfg
+        self.client = connect(cfg)
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._pull_failed: set[str] = set()
+        self._warned: set[str] = set()
+        self._aliases = {_normalise(k): v for k, v in cfg.image_aliases.items()}
+
+    # -- base images -------------------------------------------------------------------
+    def _local_image_id(self, ref: str) -> str | None:
+        try:
+            return self.client.images.get(ref).id
+        except docker.errors.ImageNotFound:
+            return None
+        except docker.errors.APIError:
+            return None
+
+    def resolve_base(self, ref: str) -> tuple[str, str | None, Reason | None]:
+        """(image to build from, its id, failure): local copy, a pull, or the alias."""
+        image_id = self._local_image_id(ref)
+        if image_id:
+            return ref, image_id, None
+        key = _normalise(ref)
+        if self.cfg.pull_missing and key not in self._pull_failed:
+            try:
+                self.client.images.pull(key)
+                return ref, self._local_image_id(ref), None
+            except docker.errors.APIError:
+                self._pull_failed.add(key)
+        alias = self._aliases.get(key)
+        if alias is None:
+            return ref, None, Reason(
+                "build.base_unavailable",
+                f"base image {ref!r} is not present and cannot be pulled, and "
+                f"sandbox.image_aliases has no local substitute for it",
+            )
+        alias_id = self._local_image_id(alias)
+        if alias_id is None:
+            return ref, None, Reason(
+                "build.base_unavailable",
+                f"base image {ref!r} cannot be pulled and its substitute {alias!r} does not "
+                "exist: run `aes sandbox bootstrap`",
+            )
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("using local %s in place of %s (it cannot be pulled)", alias, ref)
+        return alias, alias_id, None
+
+    def _rewrite_from(self, dockerfile: str) -> tuple[str, list[str], list[str], Reason | None]:
+        """Dockerfile with substituted bases, substitutions made, base ids, first failure."""
+        stages = {args.split()[-1].lower() for word, args, _ in dockerfile_instructions(dockerfile)
+                  if word == "FROM" and len(args.split()) >= 3 and args.split()[-2].upper() == "AS"}
+        subs, ids, failure = [], [], None
+
+        def replace(match: re.Match[str]) -> str:
+            nonlocal failure
+            ref = match.group(2)
+            if ref.lower() in stages or "$" in ref or ref == "scratch":
+                return match.group(0)
+            image, image_id, reason = self.resolve_base(ref)
+            failure = failure or reason
+            ids.append(image_id or "")
+            if image != ref:
+                subs.append(f"{ref} -> {image}")
+            return f"{match.group(1)}{image}{match.group(3)}"
+
+        return _FROM.sub(replace, dockerfile), subs, ids, failure
+
+    # -- context -----------------------------------------------------------------------
+    def _context(self, task: Task, dockerfile: str) -> tuple[tempfile.SpooledTemporaryFile, str]:
+        """A tar of the build context (Dockerfile replaced) and its content hash."""
+        root = task.environment_dir
+        ignore = root / ".dockerignore"
+        patterns = ignore.read_text(errors="replace").splitlines() if ignore.is_file() else []
+        patterns = [p.strip() for p in patterns if p.strip() and not p.strip().startswith("#")]
+        names = sorted(p for p in exclude_paths(str(root), patterns, dockerfile="Dockerfile")
+                       if p != "Dockerfile")
+        digest = hashlib.sha256(b"aes-context-v1\0")
+        buf = tempfile.SpooledTemporaryFile(max_size=32 * 1024 * 1024)
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for name in names:
+                path = root / name
+                info = tar.gettarinfo(str(path), arcname=name)
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                info.mtime = 0
+                mode = os.lstat(path).st_mode
+                digest.update(f"{name}\0{info.type!r}\0{mode & 0o777:o}\0{info.linkname}\0".encode())
+                if stat.S_ISREG(mode):
+                    with open(path, "rb") as fh:
+                        data = fh.read()
+                    digest.update(hashlib.sha256(data).digest())
+                    tar.addfile(info, io.BytesIO(data))
+                elif stat.S_ISDIR(mode) or stat.S_ISLNK(mode):
+                    tar.addfile(info)
+            data = dockerfile.encode()
+            digest.update(b"Dockerfile\0" + hashlib.sha256(data).digest())
+            info = tarfile.TarInfo("Dockerfile")
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+        buf.seek(0)
+        return buf, digest.hexdigest()
+
+    # -- build -------------------------------------------------------------------------
+    def _lock(self, tag: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(tag, threading.Lock())
+
+    def build(self, task: Task) -> BuildResult:
+        """Build (or reuse) the image of ``task`` within its build timeout."""
+        start = time.monotonic()
+        if task.spec.docker_image:
+            image, _, reason = self.resolve_base(task.spec.docker_image)
+            return BuildResult(image=None if reason else image, cached=True, reason=reason,
+                               seconds=time.monotonic() - start)
+        text = task.dockerfile.read_text(encoding="utf-8", errors="replace")
+        dockerfile, subs, base_ids, failure = self._rewrite_from(text)
+        if failure:
+            return BuildResult(image=None, reason=failure, substitutions=subs,
+                               seconds=time.monotonic() - start)
+        context, digest = self._context(task, dockerfile)
+        digest = hashlib.sha256((digest + "\0" + "\0".join(base_ids)).encode()).hexdigest()
+        tag = f"{IMAGE_REPO}:{digest[:24]}"
+        with context, self._lock(tag):
+            if self._local_image_id(tag):
+                return BuildResult(image=tag, cached=True, substitutions=subs,
+                                   seconds=time.monotonic() - start)
+            timeout = task.spec.build_timeout_sec or self.cfg.default_build_timeout_sec
+            ok, log_tail, reason = self._run_build(context, tag, task, timeout)
+        return BuildResult(image=tag if ok else None, log_tail=log_tail, reason=reason,
+                           substitutions=subs, seconds=time.monotonic() - start)
+
+    def _run_build(self, context, tag: str, task: Task, timeout: float) -> tuple[bool, str, Reason | None]:
+        api = self.client.api
+        params = {"t": tag, "rm": "1", "forcerm": "1", "q": "0",
+                  "labels": json.dumps(owner_labels("image", task.name))}
+        response = api.post(
+            f"{api.base_url}/v{api.api_version}/build", params=params, data=context,
+            headers={"Content-Type": "application/x-tar"}, stream=True, timeout=(30, None),
+        )
+        fired = threading.Event()
+        timer = threading.Timer(timeout, _abort_response, args=(response, fired))
+        timer.daemon = True
+        timer.start()
+        lines: list[str] = []
+        error = None
+        try:
+            if response.status_code >= 400:
+                error = response.text.strip()
+            else:
+                for raw in response.iter_lines():
+                    if not raw:
+                        continue
+                    try:
+                        msg = json.loads(raw)
+                    except ValueError:
+                        continue
+                    if "stream" in msg:
+                        lines.append(msg["stream"])
+                    if "error" in msg:
+                        error = msg["error"]
+        except Exception as exc:  # the connection was cut by the timer, or the daemon went away
+            error = error or f"build stream broke: {exc}"
+        finally:
+            timer.cancel()
+            response.close()
+        tail = "".join(lines)[-BUILD_LOG_TAIL:]
+        if self._local_image_id(tag) and error is None:
+            return True, tail, None
+        if fired.is_set():
+            return False, tail, Reason("build.timeout", f"image build exceeded {timeout:.0f} s (build_timeout_sec)")
+        last = "\n".join(tail.strip().splitlines()[-12:])
+        return False, tail, Reason("build.failed", f"docker build failed: {error}\n{last}".strip())
+
+
+def _abort_response(response, fired: threading.Event) -> None:
+    """Cut a streaming build connection; the daemon then cancels the build."""
+    fired.set()
+    sock = None
+    try:
+        sock = response.raw._fp.fp.raw._sock  # the connection's socket (unix or tcp)
+    except AttributeError:
+        pass
+    try:
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+        else:
+            response.close()
+    except OSError:
+        pass
