@@ -66,17 +66,19 @@ def dispatch(cfg: AesConfig, run_dir: Path) -> bool:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(raw: DictConfig) -> None:
-    cfg = load_config(raw)
-    run_dir = Path(cfg.run_dir or HydraConfig.get().runtime.output_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(raw, resolve=True))
-    if not dispatch(cfg, run_dir):
+    try:
+        cfg = load_config(raw)
+        run_dir = Path(cfg.run_dir or HydraConfig.get().runtime.output_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(raw, resolve=True))
+        ok = dispatch(cfg, run_dir)
+    except (ConfigError, ModeUnavailable) as exc:
+        log.error("%s", exc)
+        raise SystemExit(2) from None
+    if not ok:
         # A failed job must fail, also under a multirun launcher.
         raise SystemExit(1)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (ConfigError, ModeUnavailable) as exc:
-        raise SystemExit(f"error: {exc}") from None
+    main()

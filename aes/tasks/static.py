@@ -43,7 +43,7 @@ def dockerfile_instructions(text: str) -> list[tuple[str, str, int]]:
         if not buf:
             start = number
         if stripped.endswith("\\"):
-            buf += stripped[:-1] + " "
+            buf += stripped[:-1].rstrip() + " "
             continue
         buf += stripped
         word, _, args = buf.partition(" ")

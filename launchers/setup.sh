@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Set up this machine for aes (idempotent; rerun any time):
+#   1. .venv with aes and its pinned stack (Python >= 3.11),
+#   2. a running Docker engine (installs Debian's docker.io when absent and we are root),
+#   3. the local base image (`aes sandbox bootstrap`: debootstrap + docker import).
+# Environment: AES_PYTHON (interpreter for the venv, default python3),
+#              AES_SKIP_DOCKER=1 (only the venv, e.g. on a login node without Docker).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+mkdir -p .aes-cache
+
+say() { printf '\033[1m[aes setup]\033[0m %s\n' "$*"; }
+die() { printf '\033[1;31m[aes setup] %s\033[0m\n' "$*" >&2; exit 1; }
+
+# -- 1. virtual environment ------------------------------------------------------------
+PY=${AES_PYTHON:-python3}
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || die "aes needs Python >= 3.11; set AES_PYTHON to one (found $("$PY" --version 2>&1))"
+[ -x .venv/bin/python ] || { say "creating .venv with $("$PY" --version)"; "$PY" -m venv .venv; }
+stamp=.aes-cache/install.stamp
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "installing aes and its dependencies into .venv (about 2 minutes the first time)"
+  .venv/bin/pip install --quiet --upgrade pip
+  .venv/bin/pip install --quiet -e '.[test]'
+  echo "$want" > "$stamp"
+fi
+[ "${AES_SKIP_DOCKER:-0}" = 1 ] && { say "AES_SKIP_DOCKER=1: skipping Docker and the base image"; exit 0; }
+
+# -- 2. Docker engine ------------------------------------------------------------------
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
+engine_up() { .venv/bin/python -c 'import docker; docker.from_env(timeout=5).ping()' >/dev/null 2>&1; }
+if ! engine_up; then
+  if ! command -v dockerd >/dev/null; then
+    command -v apt-get >/dev/null || die "no Docker engine and no apt-get: install Docker, start it, rerun"
+    say "installing Debian's Docker engine (docker.io) and debootstrap"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+      || die "apt-get update failed (needs root or sudo)"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap >/dev/null
+  fi
+  say "starting dockerd (log: .aes-cache/dockerd.log)"
+  as_root sh -c 'nohup dockerd > .aes-cache/dockerd.log 2>&1 &' || die "cannot start dockerd without root"
+  for _ in $(seq 60); do engine_up && break; sleep 1; done
+  engine_up || die "dockerd did not come up; see .aes-cache/dockerd.log"
+fi
+say "Docker engine: $(.venv/bin/python -c 'import docker; print(docker.from_env().version()["Version"])')"
+
+# -- 3. base image ---------------------------------------------------------------------
+if ! command -v debootstrap >/dev/null; then
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null 2>&1 || true
+fi
+as_root .venv/bin/aes sandbox bootstrap
+say "ready: .venv/bin/python -m aes.run"

@@ -1,0 +1,69 @@
+"""Shared fixtures: the composed config, a Docker sandbox, and tiny task directories."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from aes.config import compose_config
+
+REPO = Path(__file__).resolve().parents[1]
+SEEDS = REPO / "aes" / "domains" / "terminal" / "seeds"
+FIXTURES = REPO / "tests" / "fixtures" / "tasks"
+
+REWARD_TEST = """#!/bin/bash
+if [ -f /app/answer.txt ] && [ "$(cat /app/answer.txt)" = "42" ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi
+"""
+
+
+@pytest.fixture(scope="session")
+def cfg():
+    return compose_config([])
+
+
+@pytest.fixture(scope="session")
+def sandbox(cfg):
+    """A Docker sandbox; skips without an engine unless AES_REQUIRE_DOCKER=1 (CI)."""
+    from aes.sandbox import DockerSandbox, SandboxUnavailable
+    from aes.sandbox.bootstrap import image_exists
+
+    try:
+        box = DockerSandbox(cfg.sandbox)
+    except SandboxUnavailable as exc:
+        if os.environ.get("AES_REQUIRE_DOCKER") == "1":
+            raise
+        pytest.skip(f"no Docker engine: {exc}")
+    if not image_exists(cfg.sandbox):
+        pytest.fail(f"base image {cfg.sandbox.base_image} missing: run `aes sandbox bootstrap`")
+    return box
+
+
+def make_task(root: Path, name: str = "t", *, dockerfile: str | None = None,
+              solve: str = "echo 42 > /app/answer.txt\n", test: str = REWARD_TEST,
+              toml: str = "", instruction: str = "Write 42 to /app/answer.txt.\n",
+              files: dict[str, str] | None = None) -> Path:
+    """Write a small Harbor task; every part can be replaced."""
+    path = root / name
+    (path / "environment").mkdir(parents=True)
+    (path / "solution").mkdir()
+    (path / "tests").mkdir()
+    (path / "instruction.md").write_text(instruction)
+    (path / "task.toml").write_text(textwrap.dedent(toml) or (
+        f'[task]\nname = "test/{name}"\n\n[agent]\ntimeout_sec = 60\n\n'
+        '[verifier]\ntimeout_sec = 60\n\n[environment]\nnetwork_mode = "no-network"\n'
+    ))
+    (path / "environment" / "Dockerfile").write_text(
+        dockerfile if dockerfile is not None else "FROM python:3.12-slim\nWORKDIR /app\n")
+    (path / "solution" / "solve.sh").write_text("#!/bin/bash\n" + solve)
+    (path / "tests" / "test.sh").write_text(test)
+    for rel, text in (files or {}).items():
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (path / rel).write_text(text)
+    return path

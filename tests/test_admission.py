@@ -1,0 +1,78 @@
+"""Admission checks 1-4 on the seed tasks and on deliberately broken fixtures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from aes.admission import Validator
+from tests.conftest import FIXTURES, REPO, SEEDS
+
+pytestmark = pytest.mark.docker
+
+EXPECTED = {
+    "good": [],
+    "legacy-toml": [],
+    "nop-passes": ["nop.reward_too_high"],
+    "wrong-solution": ["oracle.reward_below_one"],
+    "dockerfile-fails": ["build.failed"],
+    "no-reward-file": ["oracle.no_reward_file", "nop.no_reward_file"],
+    "bad-reward-file": ["oracle.bad_reward_file", "nop.bad_reward_file"],
+    "malformed-toml": ["static.task_toml.syntax"],
+    "solution-in-image": ["static.secret_in_image"],
+    "missing-solution": ["static.layout.missing_file"],
+    "dockerfile-heredoc": ["static.dockerfile_heredoc"],
+    "dangerous-compose": ["static.dangerous_option"],
+    "solution-timeout": ["oracle.timeout"],
+    "verifier-timeout": ["oracle.verifier_timeout", "nop.verifier_timeout"],
+}
+
+
+@pytest.fixture(scope="module")
+def validator(sandbox, cfg):
+    return Validator(cfg.sandbox)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SEEDS.iterdir() if p.is_dir()))
+def test_seed_task_is_valid(validator, name):
+    report = validator.validate(SEEDS / name)
+    assert report.valid, [str(r) for r in report.reasons]
+    assert report.oracle_reward == 1.0 and report.nop_reward < 0.5
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_verdict(validator, name):
+    report = validator.validate(FIXTURES / name)
+    codes = sorted({r.code for r in report.reasons})
+    assert codes == sorted(set(EXPECTED[name])), [str(r) for r in report.reasons]
+    assert report.valid is (not EXPECTED[name])
+
+
+def test_every_fixture_has_an_expectation():
+    assert sorted(p.name for p in FIXTURES.iterdir() if p.is_dir()) == sorted(EXPECTED)
+
+
+def test_cli_json_and_exit_status(sandbox, tmp_path):
+    out = tmp_path / "v.json"
+    cmd = [sys.executable, "-m", "aes.cli", "validate", str(FIXTURES / "good"),
+           str(FIXTURES / "wrong-solution"), "--json", str(out), "--quiet"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 1, proc.stderr
+    records = json.loads(out.read_text())
+    assert [set(r) for r in records] == [{"task", "valid", "reasons", "oracle_reward", "nop_reward", "seconds"}] * 2
+    assert [r["valid"] for r in records] == [True, False]
+    assert records[1]["reasons"][0].startswith("oracle.reward_below_one: ")
+    good = subprocess.run(cmd[:5] + ["--quiet"], capture_output=True, text=True, cwd=REPO)
+    assert good.returncode == 0, good.stdout + good.stderr
+
+
+def test_run_entry_point_validates_a_task_dir(sandbox, tmp_path):
+    cmd = [sys.executable, "-m", "aes.run", "mode=validate", f"tasks={FIXTURES / 'good'}",
+           f"hydra.run.dir={tmp_path}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads((tmp_path / "validation.json").read_text())[0]["valid"] is True
+    assert (tmp_path / "config.yaml").exists()

@@ -1,0 +1,136 @@
+"""task.toml dialects, task loading and writing."""
+
+from __future__ import annotations
+
+import pytest
+
+from aes.tasks import TaskConfigError, TaskLoadError, load_task, parse_task_toml, write_task
+from tests.conftest import SEEDS, make_task
+
+CURRENT = """
+schema_version = "1.4"
+[task]
+name = "aes/demo"
+version = "2"
+description = "d"
+keywords = ["a"]
+[metadata]
+difficulty = "easy"
+custom_field = 7
+[agent]
+timeout_sec = 300.0
+[verifier]
+timeout_sec = 60
+env = { MODE = "strict" }
+[environment]
+build_timeout_sec = 900
+cpus = 2
+memory_mb = 4096
+storage_mb = 10240
+network_mode = "no-network"
+workdir = "/app"
+[extra_section]
+kept = true
+"""
+
+LEGACY = """
+version = "1.0"
+[metadata]
+author_name = "someone"
+difficulty = "hard"
+tags = ["x"]
+[verifier]
+timeout_sec = 120.0
+[agent]
+timeout_sec = 900.0
+[environment]
+build_timeout_sec = 600.0
+cpus = 1
+memory = "2G"
+storage = "10G"
+allow_internet = false
+"""
+
+
+def test_current_schema():
+    spec, _ = parse_task_toml(CURRENT)
+    assert (spec.name, spec.version, spec.keywords) == ("aes/demo", "2", ["a"])
+    assert (spec.agent_timeout_sec, spec.verifier_timeout_sec, spec.build_timeout_sec) == (300, 60, 900)
+    assert (spec.cpus, spec.memory_mb, spec.storage_mb) == (2, 4096, 10240)
+    assert (spec.network_mode, spec.workdir, spec.verifier_env) == ("no-network", "/app", {"MODE": "strict"})
+    assert spec.metadata["custom_field"] == 7
+
+
+def test_legacy_dialect_maps_onto_the_same_semantics():
+    spec, _ = parse_task_toml(LEGACY)
+    assert spec.name is None
+    assert (spec.memory_mb, spec.storage_mb, spec.network_mode) == (2048, 10240, "no-network")
+    assert any("allow_internet" in note for note in spec.notes)
+    assert parse_task_toml(LEGACY.replace("false", "true"))[0].network_mode == "public"
+
+
+def test_network_mode_wins_over_allow_internet():
+    text = '[environment]\nnetwork_mode = "public"\nallow_internet = false\n'
+    assert parse_task_toml(text)[0].network_mode == "public"
+
+
+@pytest.mark.parametrize("text,code", [
+    ("[task\nname=", "task_toml.syntax"),
+    ('[task]\nname = "no-org"\n', "task_toml.bad_name"),
+    ("[agent]\ntimeout_sec = -1\n", "task_toml.bad_value"),
+    ('[agent]\ntimeout_sec = "long"\n', "task_toml.bad_value"),
+    ('[environment]\nmemory = "lots"\n', "task_toml.bad_value"),
+    ('[environment]\nnetwork_mode = "host"\n', "task_toml.bad_value"),
+    ('[environment]\nworkdir = "app"\n', "task_toml.bad_value"),
+    ('[[steps]]\nname = "one"\n', "task_toml.unsupported"),
+    ('[environment]\nos = "windows"\n', "task_toml.unsupported"),
+    ("[environment]\ngpus = 1\n", "task_toml.unsupported"),
+    ('[verifier]\nenvironment_mode = "separate"\n', "task_toml.unsupported"),
+    ('environment = "x"\n', "task_toml.bad_value"),
+])
+def test_uninterpretable_task_toml_is_rejected_with_a_code(text, code):
+    with pytest.raises(TaskConfigError) as info:
+        parse_task_toml(text)
+    assert info.value.code == code
+
+
+def test_load_reports_missing_parts(tmp_path):
+    path = make_task(tmp_path)
+    (path / "tests" / "test.sh").unlink()
+    with pytest.raises(TaskLoadError, match="tests/test.sh") as info:
+        load_task(path)
+    assert info.value.code == "layout.missing_file"
+
+
+def test_non_utf8_instruction_is_rejected(tmp_path):
+    path = make_task(tmp_path)
+    (path / "instruction.md").write_bytes(b"\xff\xfe bad")
+    with pytest.raises(TaskLoadError) as info:
+        load_task(path)
+    assert info.value.code == "layout.not_utf8"
+
+
+def test_write_keeps_unknown_keys_and_comments(tmp_path):
+    path = make_task(tmp_path, toml="# keep me\n" + CURRENT)
+    task = load_task(path)
+    task.spec.agent_timeout_sec = 1200
+    copy = write_task(task, tmp_path / "copy")
+    text = (copy.path / "task.toml").read_text()
+    assert "# keep me" in text and "[extra_section]" in text and "custom_field = 7" in text
+    assert copy.spec.agent_timeout_sec == 1200 and copy.spec.network_mode == "no-network"
+
+
+def test_write_normalises_legacy_fields(tmp_path):
+    task = load_task(make_task(tmp_path, toml=LEGACY))
+    copy = write_task(task, tmp_path / "copy")
+    text = (copy.path / "task.toml").read_text()
+    assert "memory_mb = 2048" in text and "allow_internet" not in text and 'memory = "2G"' not in text
+    assert copy.spec.network_mode == "no-network"
+
+
+def test_seed_tasks_load():
+    seeds = sorted(p for p in SEEDS.iterdir() if p.is_dir())
+    assert seeds
+    for path in seeds:
+        task = load_task(path)
+        assert task.name == f"aes/{path.name}"
