@@ -10,6 +10,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from aes.config import AesConfig, ConfigError, load_config
@@ -19,6 +20,10 @@ log = logging.getLogger("aes")
 
 class ModeUnavailable(RuntimeError):
     """The requested mode needs components that are not built yet."""
+
+
+class RunFailed(RuntimeError):
+    """The mode ran and reported failures (e.g. invalid tasks); the job must fail."""
 
 
 # What each mode still needs; a mode disappears from here when its code lands.
@@ -74,10 +79,11 @@ def main(raw: DictConfig) -> None:
         ok = dispatch(cfg, run_dir)
     except (ConfigError, ModeUnavailable) as exc:
         log.error("%s", exc)
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            raise  # the launcher must see the job fail
         raise SystemExit(2) from None
     if not ok:
-        # A failed job must fail, also under a multirun launcher.
-        raise SystemExit(1)
+        raise RunFailed(f"mode={cfg.mode} finished with failures; see {run_dir}")
 
 
 if __name__ == "__main__":

@@ -65,6 +65,14 @@ def test_upload_and_read_files(box, tmp_path):
     assert box.read_file("/data/link") is None
 
 
+def test_download_directory_stays_inside_dest(box, tmp_path):
+    box.exec("mkdir -p /out/d && echo a > /out/d/a.txt && ln -s /etc/passwd /out/d/bad", 30)
+    assert box.download("/out", tmp_path / "dl")
+    assert (tmp_path / "dl" / "out" / "d" / "a.txt").read_text() == "a\n"
+    assert not (tmp_path / "dl" / "out" / "d" / "bad").exists()
+    assert not box.download("/nonexistent", tmp_path / "dl2")
+
+
 def test_no_network_task_has_only_loopback(box):
     assert box.exec("ls /sys/class/net", 30).output.split() == ["lo"]
 

@@ -247,6 +247,26 @@ class Container:
             handle = tar.extractfile(member)
             return handle.read(limit) if handle else None
 
+    def download(self, path: str, dest: Path, limit: int = 64 << 20) -> bool:
+        """Copy a file or directory out to ``dest`` (a directory); False if absent or too large.
+
+        Members with absolute paths, ``..`` or links that leave ``dest`` are skipped.
+        """
+        try:
+            stream, stat = self.api.get_archive(self.id, path)
+        except docker.errors.NotFound:
+            return False
+        buf = io.BytesIO()
+        for chunk in stream:
+            buf.write(chunk)
+            if buf.tell() > limit:
+                return False
+        buf.seek(0)
+        dest.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=buf) as tar:
+            tar.extractall(dest, filter=_safe_member)
+        return True
+
     # -- state -------------------------------------------------------------------------
     def status(self) -> tuple[str, int | None, bool]:
         """(docker state, exit code if exited, OOM-killed)."""
@@ -281,6 +301,15 @@ class Container:
 
     def __exit__(self, *exc) -> None:
         self.remove()
+
+
+def _safe_member(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """tarfile's ``data`` filter, skipping (not failing on) members that would escape."""
+    try:
+        return tarfile.data_filter(member, dest)
+    except tarfile.FilterError:
+        log.warning("skipped unsafe archive member %r", member.name)
+        return None
 
 
 def _in_container(pid: int, container_id: str) -> bool:
