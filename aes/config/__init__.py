@@ -3,6 +3,7 @@
 from aes.config.load import CONF_DIR, compose_config, load_config
 from aes.config.schema import (
     AesConfig,
+    BudgetConfig,
     CalibrationConfig,
     ConfigError,
     DomainConfig,
@@ -17,6 +18,7 @@ __all__ = [
     "CONF_DIR",
     "compose_config",
     "AesConfig",
+    "BudgetConfig",
     "CalibrationConfig",
     "ConfigError",
     "DomainConfig",

@@ -52,6 +52,14 @@ class ModelConfig:
     """Timeout of one model call."""
     max_retries: int = 5
     """Retries with backoff on rate limits, 5xx and timeouts."""
+    use_tools: Optional[bool] = None
+    """Send tool specs (native tool calls); None uses the backend's default, False asks for fenced blocks."""
+    threads: Optional[int] = None
+    """CPU threads of an in-process backend (local, tiny); None uses every core."""
+    parallel: int = 2
+    """Concurrent generation slots of an in-process server (local)."""
+    seed: Optional[int] = None
+    """Sampling seed where the backend supports one; None draws a fresh one."""
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
@@ -246,6 +254,16 @@ class LoggerConfig:
 
 
 @dataclass
+class BudgetConfig:
+    """Run-level spending limits on model calls (``budget.*``)."""
+
+    max_usd: Optional[float] = None
+    """Stop new model calls once this much USD is spent; None means no limit."""
+    max_tokens: Optional[int] = None
+    """Stop new model calls once this many tokens (prompt + completion) are used; None means no limit."""
+
+
+@dataclass
 class AesConfig:
     """The root config (``conf/config.yaml``)."""
 
@@ -273,6 +291,8 @@ class AesConfig:
     """The container sandbox."""
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     """Metrics logging."""
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    """Spending limits on model calls for the whole run."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

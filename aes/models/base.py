@@ -1,0 +1,190 @@
+"""The one model interface every proposer and solver backend implements.
+
+Messages are OpenAI-style dicts: ``{"role": "system"|"user"|"assistant"|"tool",
+"content": str}``; an assistant message may carry ``"tool_calls"`` (list of
+:class:`ToolCall` as dicts) and a tool message a ``"tool_call_id"``. Backends convert
+to their own wire format.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from aes.config import BudgetConfig, ModelConfig
+
+
+class ModelError(RuntimeError):
+    """A model call failed for good (bad request, missing key, retries exhausted)."""
+
+
+class BudgetExhausted(ModelError):
+    """The run's USD or token budget is spent; no new model calls are made."""
+
+
+@dataclass
+class ToolSpec:
+    """A tool the model may call: name, description and JSON-schema parameters."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+@dataclass
+class ToolCall:
+    """One tool call requested by the model."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    """Parsed arguments; ``{}`` with ``raw_arguments`` kept when they were not valid JSON."""
+    raw_arguments: str = ""
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
+class ChatResult:
+    """What one model call returned."""
+
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str = "stop"
+    """stop, length or tool_calls."""
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    model: str = ""
+    latency_sec: float = 0.0
+    prompt_token_ids: list[int] | None = None
+    """The exact prompt tokens the engine consumed, where the backend can tell."""
+    completion_token_ids: list[int] | None = None
+    """The generated tokens, where the backend can tell."""
+    completion_logprobs: list[float] | None = None
+    """Log-prob of each generated token under the sampling engine (the DPPO behaviour policy)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class ChatModel(Protocol):
+    """A chat model. Implementations are thread-safe: rollouts call them concurrently."""
+
+    config: ModelConfig
+    supports_tools: bool
+    """Whether ``tools=`` is honoured with native tool calls."""
+    supports_token_ids: bool
+    """Whether results carry prompt/completion token ids and log-probs."""
+
+    def chat(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None = None, *,
+             max_tokens: int | None = None, temperature: float | None = None) -> ChatResult: ...
+
+    def close(self) -> None: ...
+
+
+def cost_usd(cfg: ModelConfig, usage: Usage) -> float:
+    """Cost of a call from the config's pricing table (USD per million tokens)."""
+    return (usage.prompt_tokens * cfg.price_input_per_mtok
+            + usage.completion_tokens * cfg.price_output_per_mtok) / 1e6
+
+
+class RunBudget:
+    """Run-level USD and token limits shared by every model of a run (thread-safe)."""
+
+    def __init__(self, cfg: BudgetConfig | None = None):
+        self.cfg = cfg or BudgetConfig()
+        self.usd = 0.0
+        self.tokens = 0
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def check(self) -> None:
+        """Raise :class:`BudgetExhausted` if no further call may start."""
+        with self._lock:
+            if self.cfg.max_usd is not None and self.usd >= self.cfg.max_usd:
+                raise BudgetExhausted(
+                    f"run budget spent: ${self.usd:.4f} of budget.max_usd=${self.cfg.max_usd:g}; "
+                    "raise budget.max_usd to continue")
+            if self.cfg.max_tokens is not None and self.tokens >= self.cfg.max_tokens:
+                raise BudgetExhausted(
+                    f"run budget spent: {self.tokens} tokens of budget.max_tokens={self.cfg.max_tokens}; "
+                    "raise budget.max_tokens to continue")
+
+    def charge(self, result: ChatResult) -> None:
+        with self._lock:
+            self.usd += result.cost_usd
+            self.tokens += result.usage.total
+            self.calls += 1
+
+    def summary(self) -> dict[str, float]:
+        with self._lock:
+            return {"cost_usd": self.usd, "tokens": self.tokens, "model_calls": self.calls}
+
+
+class BaseChatModel:
+    """Shared behaviour of every backend: budget check, retries with backoff, cost, timing.
+
+    Backends implement :meth:`_chat_once` (one attempt) and :meth:`_retryable`.
+    """
+
+    supports_tools = False
+    supports_token_ids = False
+    backoff_base_sec = 1.0
+    backoff_max_sec = 60.0
+
+    def __init__(self, cfg: ModelConfig, budget: RunBudget | None = None):
+        self.config = cfg
+        self.budget = budget or RunBudget()
+
+    def chat(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None = None, *,
+             max_tokens: int | None = None, temperature: float | None = None) -> ChatResult:
+        import random
+        import time
+
+        self.budget.check()
+        max_tokens = max_tokens or self.config.max_tokens
+        temperature = self.config.temperature if temperature is None else temperature
+        use_tools = tools if (tools and self.supports_tools and self.config.use_tools is not False) else None
+        attempt = 0
+        while True:
+            start = time.monotonic()
+            try:
+                result = self._chat_once(messages, use_tools, max_tokens, temperature)
+                break
+            except Exception as exc:  # classified below; non-retryable errors propagate
+                delay = self._retryable(exc)
+                if delay is None:
+                    raise
+                attempt += 1
+                if attempt > self.config.max_retries:
+                    raise ModelError(
+                        f"{self.config.name}: giving up after {self.config.max_retries} retries: {exc}"
+                    ) from exc
+                wait = delay if delay > 0 else min(self.backoff_max_sec, self.backoff_base_sec * 2 ** (attempt - 1))
+                time.sleep(wait * (0.5 + random.random()))
+        result.latency_sec = time.monotonic() - start
+        result.model = result.model or self.config.model
+        result.cost_usd = cost_usd(self.config, result.usage)
+        self.budget.charge(result)
+        return result
+
+    def _chat_once(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None,
+                   max_tokens: int, temperature: float) -> ChatResult:
+        raise NotImplementedError
+
+    def _retryable(self, exc: Exception) -> float | None:
+        """Seconds to wait before retrying ``exc`` (0: exponential backoff), None: do not retry."""
+        return None
+
+    def close(self) -> None:
+        pass
