@@ -3,6 +3,7 @@
 from aes.config.load import CONF_DIR, compose_config, load_config
 from aes.config.schema import (
     AesConfig,
+    AgentConfig,
     BudgetConfig,
     CalibrationConfig,
     ConfigError,
@@ -18,6 +19,7 @@ __all__ = [
     "CONF_DIR",
     "compose_config",
     "AesConfig",
+    "AgentConfig",
     "BudgetConfig",
     "CalibrationConfig",
     "ConfigError",

@@ -69,6 +69,28 @@ class ModelConfig:
 
 
 @dataclass
+class AgentConfig:
+    """The terminal agent that attempts tasks (``conf/agent``); the proposer's terminal harness reuses it."""
+
+    max_turns: int = 30
+    """Most model turns (one shell command each) per episode."""
+    command_timeout_sec: float = 120.0
+    """Limit of one shell command; the episode's own limit is the task's [agent] timeout_sec."""
+    observation_chars: int = 4000
+    """Most characters of command output shown to the model per turn (head and tail kept)."""
+    max_format_errors: int = 3
+    """Consecutive replies without a command (and without saying done) that end the episode."""
+    max_episode_tokens: Optional[int] = None
+    """Most prompt + completion tokens per episode; None means only the model's context length limits it."""
+    system_prompt: Optional[str] = None
+    """Replace the built-in system prompt (see aes/agents/prompts.py)."""
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1:
+            raise ConfigError("agent.max_turns must be >= 1")
+
+
+@dataclass
 class HarnessConfig:
     """How the proposer builds a task (``conf/harness``; paper §4.1)."""
 
@@ -271,6 +293,10 @@ class AesConfig:
     """run (the flywheel), validate, rollout, calibrate, generate, train or eval."""
     tasks: Optional[str] = None
     """Task directory (or directory of tasks) for validate/rollout/calibrate/eval."""
+    attempts: int = 4
+    """Solver attempts per task in mode=rollout."""
+    k: int = 5
+    """Attempts per task in mode=eval (reports avg@k and pass@k)."""
     seed: int = 0
     """Random seed."""
     run_dir: Optional[str] = None
@@ -279,6 +305,8 @@ class AesConfig:
     """The model that builds environments."""
     solver: ModelConfig = field(default_factory=ModelConfig)
     """The model that is trained on the environments."""
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    """The terminal agent (solver harness)."""
     harness: HarnessConfig = field(default_factory=HarnessConfig)
     """The proposer harness."""
     domain: DomainConfig = field(default_factory=DomainConfig)

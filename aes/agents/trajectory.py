@@ -1,0 +1,101 @@
+"""Trajectory records in Harbor's ATIF format (field names of ATIF-v1.8).
+
+One file per episode: the system and user steps, then one agent step per model call with
+its message, tool call (the shell command), observation (command output and exit code)
+and metrics (tokens, cost, and the exact prompt/completion token ids and log-probs the
+trainer needs). Run-level facts (task, reward, verifier output, end reason) live in
+``extra``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from aes import __version__
+from aes.models import ChatResult, ToolCall
+
+SCHEMA_VERSION = "ATIF-v1.8"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat()
+
+
+class TrajectoryRecorder:
+    """Builds one ATIF trajectory as the episode runs."""
+
+    def __init__(self, agent_name: str, model_name: str, tool_definitions: list[dict] | None = None):
+        self.data: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "session_id": uuid.uuid4().hex,
+            "agent": {"name": agent_name, "version": __version__, "model_name": model_name,
+                      "tool_definitions": tool_definitions},
+            "steps": [],
+            "final_metrics": None,
+            "extra": {},
+        }
+
+    @property
+    def steps(self) -> list[dict[str, Any]]:
+        return self.data["steps"]
+
+    def add_message(self, source: str, message: str) -> None:
+        """A system or user step."""
+        self.steps.append({"step_id": len(self.steps) + 1, "timestamp": _now(), "source": source,
+                           "message": message})
+
+    def add_agent_step(self, result: ChatResult, call: ToolCall | None) -> dict[str, Any]:
+        """An agent step for one model call; returns it so the observation can be attached."""
+        step: dict[str, Any] = {
+            "step_id": len(self.steps) + 1,
+            "timestamp": _now(),
+            "source": "agent",
+            "model_name": result.model,
+            "message": result.text,
+            "metrics": {
+                "prompt_tokens": result.usage.prompt_tokens,
+                "completion_tokens": result.usage.completion_tokens,
+                "cached_tokens": result.usage.cached_tokens,
+                "cost_usd": result.cost_usd,
+                "prompt_token_ids": result.prompt_token_ids,
+                "completion_token_ids": result.completion_token_ids,
+                "logprobs": result.completion_logprobs,
+            },
+            "extra": {"finish_reason": result.finish_reason, "latency_sec": round(result.latency_sec, 4)},
+        }
+        if call is not None:
+            step["tool_calls"] = [{"tool_call_id": call.id, "function_name": call.name,
+                                   "arguments": call.arguments}]
+        self.steps.append(step)
+        return step
+
+    @staticmethod
+    def observe(step: dict[str, Any], call_id: str | None, content: str, **extra: Any) -> None:
+        step["observation"] = {"results": [{"source_call_id": call_id, "content": content,
+                                            "extra": extra or None}]}
+
+    def finish(self, **extra: Any) -> dict[str, Any]:
+        agent_steps = [s for s in self.steps if s["source"] == "agent"]
+        metrics = [s["metrics"] for s in agent_steps]
+        self.data["final_metrics"] = {
+            "total_prompt_tokens": sum(m["prompt_tokens"] for m in metrics),
+            "total_completion_tokens": sum(m["completion_tokens"] for m in metrics),
+            "total_cached_tokens": sum(m["cached_tokens"] for m in metrics),
+            "total_cost_usd": sum(m["cost_usd"] for m in metrics),
+            "total_steps": len(self.steps),
+        }
+        self.data["extra"].update(extra)
+        return self.data
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so that a crash never leaves a half-written file behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False))
+    os.replace(tmp, path)

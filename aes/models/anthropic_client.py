@@ -1,0 +1,260 @@
+"""Anthropic Messages API backend (``backend: anthropic``, ``conf/proposer/claude.yaml``).
+
+Converts the OpenAI-style message list of :mod:`aes.models.base` to the Messages API:
+system prompts go to the separate ``system`` parameter, assistant tool calls become
+``tool_use`` blocks and tool results ``tool_result`` blocks of a user turn (consecutive
+results share one turn). The SDK's own retries are off; :class:`BaseChatModel` retries
+what :meth:`AnthropicChat._retryable` classifies as transient.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import email.utils
+import json
+import os
+import time
+from typing import Any
+
+import anthropic
+
+from aes.config import ModelConfig
+from aes.models.base import BaseChatModel, ChatResult, ModelError, RunBudget, ToolCall, ToolSpec, Usage
+
+DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
+
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "refusal": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+}
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """Seconds a ``retry-after-ms`` / ``retry-after`` (seconds or HTTP date) header asks for."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_tz(value)
+        if parsed is None:
+            return None
+        return max(0.0, email.utils.mktime_tz(parsed) - time.time())
+
+
+def status_retry_delay(status: int, headers: Any) -> float | None:
+    """Retry policy for an HTTP error status: seconds to wait (0: backoff) or None (do not retry)."""
+    should = (headers.get("x-should-retry") if headers is not None else None) or ""
+    if should.lower() == "false":  # the server says this failure is permanent
+        return None
+    if status == 429 or status == 408 or status >= 500:
+        delay = retry_after_seconds(headers)
+        # 0 would mean "exponential backoff" to BaseChatModel; a server asking for 0 s gets a tiny wait.
+        return 0.0 if delay is None else max(delay, 1e-3)
+    return None
+
+
+def _api_message(exc: Any) -> str:
+    msg = getattr(exc, "api_message", None)
+    body = getattr(exc, "body", None)
+    if not msg and isinstance(body, dict):
+        err = body.get("error", body)
+        msg = err.get("message") if isinstance(err, dict) else None
+    return str(msg or getattr(exc, "message", None) or exc)
+
+
+def _tool_call_dict(call: Any) -> dict[str, Any]:
+    """A tool call as ``{"id", "name", "arguments": dict}`` from our or OpenAI's layout."""
+    if dataclasses.is_dataclass(call) and not isinstance(call, type):
+        call = dataclasses.asdict(call)
+    if "function" in call:  # OpenAI wire layout
+        fn = call["function"]
+        args = fn.get("arguments")
+        name = fn.get("name", "")
+    else:
+        args = call.get("arguments")
+        name = call.get("name", "")
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except ValueError:
+            args = {}
+    if not isinstance(args, dict):
+        args = {}
+    return {"id": call.get("id", ""), "name": name, "arguments": args}
+
+
+def _content_blocks(content: Any) -> list[dict[str, Any]]:
+    """Text content (a string or OpenAI content parts) as Messages API text blocks."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    blocks = []
+    for part in content:
+        if isinstance(part, str):
+            text = part
+        elif part.get("type") == "text":
+            text = part.get("text", "")
+        else:
+            blocks.append(part)  # already a Messages API block (e.g. an image)
+            continue
+        if text:
+            blocks.append({"type": "text", "text": text})
+    return blocks
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(p if isinstance(p, str) else p.get("text", "") for p in content)
+
+
+def convert_messages(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """OpenAI-style messages as ``(system, messages)`` of the Messages API.
+
+    Consecutive turns of one role (e.g. several tool results, or tool results followed
+    by a user message) are merged into one turn, tool results first.
+    """
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": list(blocks)})
+
+    for msg in messages:
+        role = msg.get("role")
+        if role in ("system", "developer"):
+            text = _content_text(msg.get("content"))
+            if text:
+                system.append(text)
+        elif role == "user":
+            add("user", _content_blocks(msg.get("content")))
+        elif role == "assistant":
+            blocks = _content_blocks(msg.get("content"))
+            for call in msg.get("tool_calls") or []:
+                tc = _tool_call_dict(call)
+                blocks.append({"type": "tool_use", "id": tc["id"], "name": tc["name"], "input": tc["arguments"]})
+            add("assistant", blocks)
+        elif role == "tool":
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": msg.get("tool_call_id", "")}
+            text = _content_text(msg.get("content"))
+            if text:
+                block["content"] = text
+            if msg.get("is_error"):
+                block["is_error"] = True
+            add("user", [block])
+        else:
+            raise ModelError(f"unknown message role {role!r}")
+    # tool_result blocks must open their user turn.
+    for turn in out:
+        if turn["role"] == "user":
+            turn["content"].sort(key=lambda b: b.get("type") != "tool_result")
+    return "\n\n".join(system), out
+
+
+def convert_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    return [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
+
+
+class AnthropicChat(BaseChatModel):
+    """Claude through the official ``anthropic`` SDK."""
+
+    supports_tools = True
+    supports_token_ids = False
+
+    def __init__(self, cfg: ModelConfig, budget: RunBudget | None = None):
+        super().__init__(cfg, budget)
+        key_env = cfg.api_key_env or DEFAULT_KEY_ENV
+        key = os.environ.get(key_env, "").strip()
+        if not key:
+            raise ModelError(
+                f"model {cfg.name!r} (backend anthropic) needs an API key: set the environment "
+                f"variable {key_env} (named by api_key_env)")
+        kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": cfg.timeout_sec}
+        if cfg.base_url:
+            kwargs["base_url"] = cfg.base_url
+        self._client = anthropic.Anthropic(**kwargs)
+
+    def _chat_once(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None,
+                   max_tokens: int, temperature: float) -> ChatResult:
+        system, turns = convert_messages(messages)
+        params: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": turns,
+            "max_tokens": max_tokens,
+            # The Messages API accepts temperatures in [0, 1].
+            "temperature": min(max(temperature, 0.0), 1.0),
+        }
+        if system:
+            params["system"] = system
+        if tools:
+            params["tools"] = convert_tools(tools)
+        try:
+            resp = self._client.messages.create(**params)
+        except anthropic.APIStatusError as exc:
+            if self._retryable(exc) is None:
+                raise ModelError(
+                    f"{self.config.name}: Anthropic API error {exc.status_code}"
+                    f"{' (' + str(exc.type) + ')' if getattr(exc, 'type', None) else ''}: {_api_message(exc)}"
+                ) from exc
+            raise
+        return self._parse(resp)
+
+    @staticmethod
+    def _parse(resp: Any) -> ChatResult:
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        for block in resp.content or []:
+            kind = getattr(block, "type", None)
+            if kind == "text":
+                texts.append(block.text)
+            elif kind == "tool_use":
+                args = block.input if isinstance(block.input, dict) else {}
+                raw = "" if isinstance(block.input, dict) else json.dumps(block.input)
+                calls.append(ToolCall(id=block.id, name=block.name, arguments=args, raw_arguments=raw))
+        finish = _STOP_REASONS.get(resp.stop_reason or "", "stop")
+        if calls and finish != "length":
+            finish = "tool_calls"
+        u = resp.usage
+        cache_read = getattr(u, "cache_read_input_tokens", None) or 0
+        cache_write = getattr(u, "cache_creation_input_tokens", None) or 0
+        usage = Usage(
+            # input_tokens excludes cached prompt tokens; prompt_tokens counts the whole prompt.
+            prompt_tokens=(u.input_tokens or 0) + cache_read + cache_write,
+            completion_tokens=u.output_tokens or 0,
+            cached_tokens=cache_read,
+        )
+        return ChatResult(text="".join(texts), tool_calls=calls, finish_reason=finish, usage=usage,
+                          model=getattr(resp, "model", "") or "")
+
+    def _retryable(self, exc: Exception) -> float | None:
+        if isinstance(exc, anthropic.APIStatusError):
+            return status_retry_delay(exc.status_code, exc.response.headers)
+        if isinstance(exc, (anthropic.APITimeoutError, anthropic.APIConnectionError)):
+            return 0.0
+        return None
+
+    def close(self) -> None:
+        self._client.close()

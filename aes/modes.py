@@ -1,0 +1,107 @@
+"""The modes of ``python -m aes.run`` that drive the solver: rollout, calibrate, eval."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from aes.config import AesConfig, ConfigError
+from aes.report.tables import print_table
+
+log = logging.getLogger("aes")
+
+
+def load_tasks(cfg: AesConfig) -> list:
+    """The tasks under ``tasks=DIR``; ones that cannot be loaded are reported and skipped."""
+    from aes.tasks import TaskLoadError, find_tasks, load_task
+
+    if not cfg.tasks:
+        raise ConfigError(f"mode={cfg.mode} needs tasks=DIR (a task dir or a dir of task dirs)")
+    tasks = []
+    for path in find_tasks([Path(cfg.tasks)]):
+        try:
+            tasks.append(load_task(path))
+        except TaskLoadError as exc:
+            log.error("skipping %s: %s: %s", path, exc.code, exc)
+    if not tasks:
+        raise ConfigError(f"no loadable task under tasks={cfg.tasks}")
+    return tasks
+
+
+def solver_rollouts(cfg: AesConfig, run_dir: Path):
+    """A rollout runner for the configured solver and sandbox, and the run's budget."""
+    from aes.models import RunBudget, build_model
+    from aes.rollout import RolloutRunner
+    from aes.sandbox import TrialRunner
+
+    budget = RunBudget(cfg.budget)
+    solver = build_model(cfg.solver, budget)
+    return RolloutRunner(solver, cfg.agent, TrialRunner(cfg.sandbox), run_dir, cfg.sandbox.concurrency), budget
+
+
+def _spent(budget) -> None:
+    s = budget.summary()
+    log.info("model calls: %d, tokens: %d, cost: $%.4f", s["model_calls"], s["tokens"], s["cost_usd"])
+
+
+def rollout(cfg: AesConfig, run_dir: Path) -> bool:
+    """``mode=rollout``: ``attempts`` solver attempts on each task; trajectories + index."""
+    tasks = load_tasks(cfg)
+    runner, budget = solver_rollouts(cfg, run_dir)
+    try:
+        envs = runner.run(tasks, cfg.attempts)
+    finally:
+        runner.solver.close()
+    rows = [env.row(runner.solver_name) for env in envs.values()]
+    print_table(f"rollouts of {runner.solver_name}", ["env", "attempts", "mean", "std", "most common failure"],
+                [[r.env_id, r.attempts, r.mean, r.std, r.most_common_failure or ""] for r in rows])
+    log.info("trajectories in %s", runner.root)
+    _spent(budget)
+    return True
+
+
+def calibrate(cfg: AesConfig, run_dir: Path) -> bool:
+    """``mode=calibrate``: the calibration band verdict on each task."""
+    from aes.calibration import Calibrator
+
+    tasks = load_tasks(cfg)
+    runner, budget = solver_rollouts(cfg, run_dir)
+    try:
+        results = Calibrator(cfg.calibration, runner).calibrate(tasks)
+    finally:
+        runner.solver.close()
+    print_table("calibration", ["env", "attempts", "mean", "std", "verdict", "why"],
+                [[r.env_id, r.decision.attempts, r.decision.mean, r.decision.std, r.decision.verdict,
+                  r.build_error or r.decision.reason] for r in results])
+    records = [{"env_id": r.env_id, "task": r.task, "rewards": r.rewards, "expanded": r.expanded,
+                "verdict": r.decision.verdict, "mean": r.decision.mean, "std": r.decision.std,
+                "reason": r.decision.reason, "build_error": r.build_error,
+                "diagnostic": r.diagnostic.__dict__ if r.diagnostic else None} for r in results]
+    (run_dir / "calibration.json").write_text(json.dumps(records, indent=2) + "\n")
+    _spent(budget)
+    return True
+
+
+def evaluate(cfg: AesConfig, run_dir: Path) -> bool:
+    """``mode=eval``: avg@k and pass@k over a directory of tasks, per-task results saved."""
+    from aes.rollout.evaluate import evaluate as run_eval
+
+    tasks = load_tasks(cfg)
+    runner, budget = solver_rollouts(cfg, run_dir)
+    try:
+        report = run_eval(runner, tasks, cfg.k)
+    finally:
+        runner.solver.close()
+    print_table(f"evaluation of {runner.solver_name} (k={report.k})", ["env", "rewards", "mean", "pass"],
+                [[s.env_id, " ".join(_fmt(r) for r in s.rewards) or s.error, s.mean, "yes" if s.passed else "no"]
+                 for s in report.tasks])
+    log.info("avg@%d = %.3f   pass@%d = %.3f   over %d tasks", report.k, report.avg_at_k, report.k,
+             report.pass_at_k, len(report.tasks))
+    (run_dir / "eval.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    _spent(budget)
+    return True
+
+
+def _fmt(reward: float | None) -> str:
+    return "err" if reward is None else f"{reward:.2f}"

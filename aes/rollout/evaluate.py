@@ -1,0 +1,49 @@
+"""Benchmark evaluation: k attempts per task, avg@k and pass@k (the paper reports avg@5)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+
+from aes.rollout.runner import RolloutRunner
+from aes.tasks import Task
+
+
+@dataclass
+class TaskScore:
+    env_id: str
+    task: str
+    rewards: list[float | None]
+    mean: float
+    passed: bool
+    """At least one attempt scored full reward (1.0)."""
+    error: str | None = None
+
+
+@dataclass
+class EvalReport:
+    k: int
+    avg_at_k: float
+    """Mean over tasks of the mean reward of the k attempts (missing rewards count as 0)."""
+    pass_at_k: float
+    """Share of tasks with at least one attempt at full reward."""
+    tasks: list[TaskScore] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def evaluate(rollouts: RolloutRunner, tasks: list[Task], k: int, show_progress: bool = True) -> EvalReport:
+    envs = rollouts.run(tasks, k, show_progress=show_progress)
+    scores = []
+    for env in envs.values():
+        rewards = [r.reward for r in sorted(env.records, key=lambda r: r.attempt)]
+        filled = [r if r is not None else 0.0 for r in rewards] or [0.0]
+        scores.append(TaskScore(env.env_id, env.task.name, rewards, statistics.fmean(filled),
+                                any(r is not None and r >= 1.0 for r in rewards), env.build_error))
+    return EvalReport(
+        k=k,
+        avg_at_k=statistics.fmean(s.mean for s in scores) if scores else 0.0,
+        pass_at_k=statistics.fmean(float(s.passed) for s in scores) if scores else 0.0,
+        tasks=scores,
+    )

@@ -1,0 +1,171 @@
+"""Concurrent solver attempts: a fresh container per attempt, one trajectory file each.
+
+Layout under the output dir::
+
+    trajectories/<env_id>/<solver>/<attempt>.json   # ATIF trajectory + reward, verifier output
+    trajectories/index.jsonl                        # one row per (env, solver)
+
+An attempt whose file exists is not run again, so an interrupted rollout resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from aes.agents import TerminalAgent, write_json_atomic
+from aes.config import AgentConfig
+from aes.models import ChatModel
+from aes.rollout.index import AttemptRecord, IndexRow, failure_signature, read_index, write_index
+from aes.sandbox import TrialResult, TrialRunner
+from aes.tasks import Task
+
+log = logging.getLogger(__name__)
+
+VERIFIER_CHARS = 16000
+
+
+def env_id_of(task: Task) -> str:
+    return task.slug
+
+
+@dataclass
+class EnvRollouts:
+    """All attempts of one solver on one env."""
+
+    task: Task
+    env_id: str
+    records: list[AttemptRecord] = field(default_factory=list)
+    build_error: str | None = None
+
+    def row(self, solver: str) -> IndexRow:
+        return IndexRow.from_attempts(self.env_id, self.task.name, solver, self.records)
+
+    @property
+    def rewards(self) -> list[float]:
+        return [r.reward for r in sorted(self.records, key=lambda r: r.attempt) if r.reward is not None]
+
+
+class RolloutRunner:
+    """Runs K attempts of a solver on each task with bounded concurrency."""
+
+    def __init__(self, solver: ChatModel, agent_cfg: AgentConfig, trials: TrialRunner,
+                 out_dir: Path, concurrency: int, solver_name: str | None = None):
+        self.solver = solver
+        self.agent_cfg = agent_cfg
+        self.trials = trials
+        self.root = Path(out_dir) / "trajectories"
+        self.concurrency = max(1, concurrency)
+        self.solver_name = solver_name or solver.config.name
+        self._lock = threading.Lock()
+
+    def variant(self, solver_name: str) -> "RolloutRunner":
+        """The same solver and sandbox, recorded under another name (e.g. diagnostic runs)."""
+        return RolloutRunner(self.solver, self.agent_cfg, self.trials, self.root.parent,
+                             self.concurrency, solver_name)
+
+    def path(self, env_id: str, attempt: int) -> Path:
+        return self.root / env_id / self.solver_name / f"{attempt}.json"
+
+    def run(self, tasks: list[Task], attempts: int, hints: dict[str, str] | None = None,
+            show_progress: bool = True) -> dict[str, EnvRollouts]:
+        """Attempts ``0..attempts-1`` of every task (existing ones are reused)."""
+        envs = {env_id_of(t): EnvRollouts(task=t, env_id=env_id_of(t)) for t in tasks}
+        images = self._build_all(envs)
+        jobs = [(env, k) for env in envs.values() if env.env_id in images for k in range(attempts)]
+        counts = {"done": 0, "running": 0, "failed": 0}
+        columns = (TextColumn(f"rollouts [{self.solver_name}]"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("running {task.fields[running]}  failed {task.fields[failed]}"),
+                   TimeElapsedColumn())
+        with Progress(*columns, disable=not show_progress) as progress:
+            bar = progress.add_task("rollouts", total=len(jobs), running=0, failed=0)
+
+            def attempt(env: EnvRollouts, k: int) -> None:
+                with self._lock:
+                    counts["running"] += 1
+                    progress.update(bar, running=counts["running"])
+                try:
+                    record = self._attempt(env, k, images[env.env_id], (hints or {}).get(env.env_id))
+                finally:
+                    with self._lock:
+                        counts["running"] -= 1
+                with self._lock:
+                    env.records.append(record)
+                    counts["failed"] += record.reward is None
+                    progress.update(bar, advance=1, running=counts["running"], failed=counts["failed"])
+
+            with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+                for future in [pool.submit(attempt, env, k) for env, k in jobs]:
+                    future.result()
+        self.write_index(envs.values())
+        return envs
+
+    def _build_all(self, envs: dict[str, EnvRollouts]) -> dict[str, str]:
+        images: dict[str, str] = {}
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            builds = {env_id: pool.submit(self.trials.sandbox.build, env.task) for env_id, env in envs.items()}
+            for env_id, future in builds.items():
+                build = future.result()
+                if build.image:
+                    images[env_id] = build.image
+                else:
+                    envs[env_id].build_error = str(build.reason)
+                    log.error("%s: image build failed, no attempts: %s", env_id, build.reason)
+        return images
+
+    def _attempt(self, env: EnvRollouts, k: int, image: str, hints: str | None) -> AttemptRecord:
+        path = self.path(env.env_id, k)
+        if path.exists():
+            try:
+                return record_from_file(path)
+            except (ValueError, KeyError) as exc:
+                log.warning("unreadable trajectory %s (%s); running the attempt again", path, exc)
+        agent = TerminalAgent(self.solver, self.agent_cfg, name=self.solver_name, hints=hints)
+        result = self.trials.run(env.task, agent, image)
+        trajectory = attach_result(result, env.env_id, self.solver_name, k)
+        write_json_atomic(path, trajectory)
+        return record_from_trajectory(trajectory, path)
+
+    def write_index(self, envs) -> None:
+        """Merge these envs' rows into ``index.jsonl`` (rows of other envs are kept)."""
+        with self._lock:
+            index = self.root / "index.jsonl"
+            rows = {(r["env_id"], r["solver"]): r for r in read_index(index)}
+            for env in envs:
+                if env.records:
+                    rows[(env.env_id, self.solver_name)] = env.row(self.solver_name).to_dict()
+            write_index(index, [IndexRow(**r) for r in rows.values()])
+
+
+def attach_result(result: TrialResult, env_id: str, solver: str, attempt: int) -> dict:
+    """The trajectory of a trial with the trial's reward and verifier output in ``extra``."""
+    trajectory = result.agent_info.get("trajectory") or {"schema_version": "ATIF-v1.8", "steps": [],
+                                                         "agent": {"name": result.agent}, "extra": {}}
+    end_reason = result.agent_info.get("end_reason")
+    trajectory.setdefault("extra", {}).update({
+        "env_id": env_id, "task": result.task, "solver": solver, "attempt": attempt,
+        "reward": result.reward, "rewards": result.rewards, "outcome": result.outcome.value,
+        "detail": result.detail, "end_reason": end_reason,
+        "verifier_stdout": result.verifier_output[-VERIFIER_CHARS:],
+        "failure": failure_signature(result.reward, result.outcome.value, end_reason, result.verifier_output),
+        "timings": {k: round(v, 4) for k, v in result.timings.items()},
+    })
+    return trajectory
+
+
+def record_from_trajectory(trajectory: dict, path: Path) -> AttemptRecord:
+    extra = trajectory["extra"]
+    return AttemptRecord(env_id=extra["env_id"], solver=extra["solver"], attempt=extra["attempt"],
+                         reward=extra["reward"], outcome=extra["outcome"], end_reason=extra.get("end_reason"),
+                         failure=extra.get("failure"), path=str(path))
+
+
+def record_from_file(path: Path) -> AttemptRecord:
+    return record_from_trajectory(json.loads(path.read_text()), path)
+
