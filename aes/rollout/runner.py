@@ -32,7 +32,8 @@ VERIFIER_CHARS = 16000
 
 
 def env_id_of(task: Task) -> str:
-    return task.slug
+    """The pool's env id, or the task's name made path-safe for tasks outside a pool."""
+    return task.env_id or task.slug
 
 
 @dataclass

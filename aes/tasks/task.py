@@ -35,6 +35,8 @@ class Task:
     spec: TaskSpec
     doc: tomlkit.TOMLDocument
     instruction: str
+    env_id: str | None = None
+    """The pool's id for this task, when it came from the pool."""
 
     @property
     def name(self) -> str:
