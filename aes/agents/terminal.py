@@ -1,9 +1,11 @@
-"""The terminal agent: one shell command per model turn in the task's container.
+"""The terminal agent: one shell command per model turn in a container.
 
 System prompt + task instruction; each turn the model runs one command (a ``bash`` tool
-call, or a fenced block for models without tools); the output (truncated, with the exit
-code) comes back; the episode ends when the model says it is done or at the turn, token
-or time limit. Every episode is recorded as an ATIF trajectory.
+call, or a fenced block for models without tools) in the container; the output
+(truncated, with the exit code) comes back; the episode ends when the model says it is
+done (``submit`` / DONE) or at the turn, token or time limit. Host-side tools (the
+proposer's ``validate`` and ``solver_model``) plug in as :class:`HostTool`. Every episode
+is recorded as an ATIF trajectory.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from aes.agents import prompts
 from aes.agents.trajectory import TrajectoryRecorder
@@ -22,7 +25,7 @@ from aes.tasks import Task
 
 BASH_TOOL = ToolSpec(
     name="bash",
-    description="Run one shell command (bash) in the task's container and return its output and exit code.",
+    description="Run one shell command (bash) in the container and return its output and exit code.",
     parameters={"type": "object", "properties": {"command": {"type": "string", "description": "The command."}},
                 "required": ["command"]},
 )
@@ -30,6 +33,7 @@ SUBMIT_TOOL = ToolSpec(name="submit", description="Finish: the task is complete.
 
 _FENCE = re.compile(r"```(?:bash|sh|shell|console)?[ \t]*\n(.*?)```", re.DOTALL)
 _DONE = re.compile(r"^\s*(DONE|TASK COMPLETE)\s*[.!]?\s*$", re.IGNORECASE | re.MULTILINE)
+MIN_REPLY_TOKENS = 64
 
 
 class EndReason:
@@ -46,37 +50,53 @@ class EndReason:
 
 
 @dataclass
+class HostTool:
+    """A tool that runs on the host, not in the container (e.g. the proposer's ``validate``)."""
+
+    spec: ToolSpec
+    run: Callable[[dict[str, Any]], str]
+    parse_args: Callable[[str], dict[str, Any]] = field(default=lambda rest: {})
+    """Arguments from the rest of a fenced command line (``solver_model 3``)."""
+
+
+@dataclass
 class Action:
-    """What one model reply asks for: a command, done, or nothing usable."""
+    """What one model reply asks for: a shell command, a host tool, done, or nothing usable."""
 
     command: str | None = None
+    tool: str | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
     done: bool = False
     call: ToolCall | None = None
 
 
-def parse_action(result: ChatResult) -> Action:
-    """The first bash tool call or fenced block; ``submit`` or DONE ends the episode."""
+def _call(name: str, arguments: dict[str, Any]) -> ToolCall:
+    return ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=arguments)
+
+
+def parse_action(result: ChatResult, host_tools: dict[str, HostTool] | None = None) -> Action:
+    """The first tool call or fenced block; ``submit`` or DONE ends the episode."""
+    host_tools = host_tools or {}
     for call in result.tool_calls:
         if call.name == "submit":
             return Action(done=True, call=call)
+        if call.name in host_tools:
+            return Action(tool=call.name, arguments=call.arguments, call=call)
         if call.name == "bash" and isinstance(call.arguments.get("command"), str):
             return Action(command=call.arguments["command"], call=call)
     match = _FENCE.search(result.text or "")
     if match and match.group(1).strip():
         command = match.group(1).strip()
-        return Action(command=command, call=ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name="bash",
-                                                      arguments={"command": command}))
+        word, _, rest = command.partition(" ")
+        if "\n" not in command and word == "submit":
+            return Action(done=True, call=_call("submit", {}))
+        if "\n" not in command and word in host_tools:
+            args = host_tools[word].parse_args(rest.strip())
+            return Action(tool=word, arguments=args, call=_call(word, args))
+        return Action(command=command, call=_call("bash", {"command": command}))
     if _DONE.search(result.text or ""):
         return Action(done=True)
     return Action()
-
-
-MIN_REPLY_TOKENS = 64
-
-
-def _approx_tokens(messages: list[dict]) -> int:
-    """A generous token estimate (3 characters per token plus per-message overhead)."""
-    return sum(len(str(m.get("content") or "")) // 3 + 8 for m in messages)
 
 
 def truncate_middle(text: str, limit: int) -> str:
@@ -86,102 +106,131 @@ def truncate_middle(text: str, limit: int) -> str:
     return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
 
 
-class TerminalAgent:
-    """A :class:`~aes.sandbox.TrialAgent` driven by a chat model."""
+def _approx_tokens(messages: list[dict]) -> int:
+    """A generous token estimate (3 characters per token plus per-message overhead)."""
+    return sum(len(str(m.get("content") or "")) // 3 + 8 for m in messages)
 
-    def __init__(self, model: ChatModel, cfg: AgentConfig, name: str | None = None,
-                 hints: str | None = None):
-        self.model = model
-        self.cfg = cfg
-        self.name = name or model.config.name
-        self.hints = hints
+
+class Episode:
+    """One conversation of a model acting in a container; :meth:`send` may be called again
+    with feedback to continue it (the proposer's revisions)."""
+
+    def __init__(self, model: ChatModel, cfg: AgentConfig, container: Container, system: str,
+                 host_tools: list[HostTool] | None = None, agent_name: str = "aes-terminal-agent"):
+        self.model, self.cfg, self.container = model, cfg, container
+        self.host_tools = {t.spec.name: t for t in host_tools or []}
+        self.tools = ([BASH_TOOL, *(t.spec for t in self.host_tools.values()), SUBMIT_TOOL]
+                      if self.uses_tools else None)
+        self.recorder = TrajectoryRecorder(agent_name, model.config.model,
+                                           [t.__dict__ for t in self.tools] if self.tools else None)
+        self.messages: list[dict] = [{"role": "system", "content": system}]
+        self.recorder.add_message("system", system)
+        self.turns = self.tokens = 0
+        self.error: str | None = None
 
     @property
     def uses_tools(self) -> bool:
         return bool(self.model.supports_tools and self.model.config.use_tools is not False)
 
-    def system_prompt(self) -> str:
+    def send(self, message: str, deadline: float) -> str:
+        """Add a user message and act until the model is done or a limit is hit; the end reason."""
+        self.messages.append({"role": "user", "content": message})
+        self.recorder.add_message("user", message)
+        format_errors = 0
+        context = _approx_tokens(self.messages)
+        while self.turns < self.cfg.max_turns:
+            if deadline - time.monotonic() <= 0:
+                return EndReason.TIMEOUT
+            room = self.model.config.context_length - context
+            if room < MIN_REPLY_TOKENS:
+                return EndReason.CONTEXT_LIMIT
+            try:
+                result = self.model.chat(self.messages, self.tools,
+                                         max_tokens=min(self.model.config.max_tokens, room))
+            except BudgetExhausted as exc:
+                self.error = str(exc)
+                return EndReason.BUDGET
+            except ModelError as exc:
+                self.error = str(exc)
+                return EndReason.MODEL_ERROR
+            self.turns += 1
+            self.tokens += result.usage.total
+            context = result.usage.total or context + 64
+            action = parse_action(result, self.host_tools)
+            step = self.recorder.add_agent_step(result, action.call)
+            self.messages.append(self._assistant_message(result, action))
+            if action.done:
+                if action.call is not None:
+                    self._observe(step, action, "submitted")
+                return EndReason.DONE
+            if action.command is None and action.tool is None:
+                format_errors += 1
+                self.recorder.observe(step, None, prompts.FORMAT_REMINDER)
+                self.messages.append({"role": "user", "content": prompts.FORMAT_REMINDER})
+                if format_errors >= self.cfg.max_format_errors:
+                    return EndReason.FORMAT_ERRORS
+                continue
+            format_errors = 0
+            observation = self._act(action, step, deadline)
+            context += _approx_tokens([{"content": observation}])
+            if self.cfg.max_episode_tokens and self.tokens >= self.cfg.max_episode_tokens:
+                return EndReason.TOKEN_LIMIT
+        return EndReason.MAX_TURNS
+
+    def _act(self, action: Action, step: dict, deadline: float) -> str:
+        if action.tool is not None:
+            observation = truncate_middle(self.host_tools[action.tool].run(action.arguments),
+                                          self.cfg.observation_chars)
+            self._observe(step, action, observation, tool=action.tool)
+            return observation
+        limit = min(self.cfg.command_timeout_sec, max(deadline - time.monotonic(), 0.1))
+        out = self.container.exec(action.command, limit)
+        status = "timed out" if out.timed_out else f"exit code {out.exit_code}"
+        observation = f"[{status}]\n" + truncate_middle(out.output, self.cfg.observation_chars)
+        self._observe(step, action, observation, exit_code=out.exit_code, timed_out=out.timed_out,
+                      seconds=round(out.seconds, 4))
+        return observation
+
+    def _observe(self, step: dict, action: Action, observation: str, **extra: Any) -> None:
+        call_id = action.call.id if action.call else None
+        self.recorder.observe(step, call_id, observation, **extra)
+        if self.uses_tools and call_id:
+            self.messages.append({"role": "tool", "tool_call_id": call_id, "content": observation})
+        else:
+            self.messages.append({"role": "user", "content": observation})
+
+    def _assistant_message(self, result: ChatResult, action: Action) -> dict:
+        message: dict[str, Any] = {"role": "assistant", "content": result.text or ""}
+        if self.uses_tools and action.call is not None and any(c.id == action.call.id for c in result.tool_calls):
+            message["tool_calls"] = [action.call.__dict__]
+        return message
+
+    def trajectory(self, **extra: Any) -> dict:
+        return self.recorder.finish(turns=self.turns, error=self.error, fenced_mode=not self.uses_tools, **extra)
+
+
+class TerminalAgent:
+    """The solver harness: a :class:`~aes.sandbox.TrialAgent` driven by a chat model."""
+
+    def __init__(self, model: ChatModel, cfg: AgentConfig, name: str | None = None, hints: str | None = None):
+        self.model = model
+        self.cfg = cfg
+        self.name = name or model.config.name
+        self.hints = hints
+
+    def system_prompt(self, uses_tools: bool) -> str:
         if self.cfg.system_prompt:
             return self.cfg.system_prompt
-        return prompts.TOOLS_SYSTEM if self.uses_tools else prompts.FENCED_SYSTEM
+        return prompts.TOOLS_SYSTEM if uses_tools else prompts.FENCED_SYSTEM
 
     def run(self, task: Task, container: Container, timeout: float) -> AgentRun:
         deadline = time.monotonic() + timeout
-        tools = [BASH_TOOL, SUBMIT_TOOL] if self.uses_tools else None
-        recorder = TrajectoryRecorder("aes-terminal-agent", self.model.config.model,
-                                      [t.__dict__ for t in tools] if tools else None)
+        uses_tools = bool(self.model.supports_tools and self.model.config.use_tools is not False)
+        episode = Episode(self.model, self.cfg, container, self.system_prompt(uses_tools))
         instruction = task.instruction + (prompts.HINTS_HEADER + self.hints if self.hints else "")
-        messages = [{"role": "system", "content": self.system_prompt()},
-                    {"role": "user", "content": instruction}]
-        recorder.add_message("system", messages[0]["content"])
-        recorder.add_message("user", instruction)
-        end, error, tokens, format_errors, turns = EndReason.MAX_TURNS, None, 0, 0, 0
-        context = _approx_tokens(messages)
-        for turns in range(1, self.cfg.max_turns + 1):
-            if deadline - time.monotonic() <= 0:
-                end = EndReason.TIMEOUT
-                break
-            room = self.model.config.context_length - context
-            if room < MIN_REPLY_TOKENS:
-                end = EndReason.CONTEXT_LIMIT
-                break
-            try:
-                result = self.model.chat(messages, tools, max_tokens=min(self.model.config.max_tokens, room))
-            except BudgetExhausted as exc:
-                end, error = EndReason.BUDGET, str(exc)
-                break
-            except ModelError as exc:
-                end, error = EndReason.MODEL_ERROR, str(exc)
-                break
-            tokens += result.usage.total
-            context = result.usage.total or context + _approx_tokens(messages[-1:])
-            action = parse_action(result)
-            step = recorder.add_agent_step(result, action.call)
-            messages.append(self._assistant_message(result, action))
-            if action.done:
-                end = EndReason.DONE
-                if action.call is not None:
-                    recorder.observe(step, action.call.id, "submitted")
-                break
-            if action.command is None:
-                format_errors += 1
-                recorder.observe(step, None, prompts.FORMAT_REMINDER)
-                messages.append({"role": "user", "content": prompts.FORMAT_REMINDER})
-                context += _approx_tokens(messages[-1:])
-                if format_errors >= self.cfg.max_format_errors:
-                    end = EndReason.FORMAT_ERRORS
-                    break
-                continue
-            format_errors = 0
-            limit = min(self.cfg.command_timeout_sec, max(deadline - time.monotonic(), 0.1))
-            out = container.exec(action.command, limit)
-            status = "timed out" if out.timed_out else f"exit code {out.exit_code}"
-            observation = f"[{status}]\n" + truncate_middle(out.output, self.cfg.observation_chars)
-            recorder.observe(step, action.call.id if action.call else None, observation,
-                             exit_code=out.exit_code, timed_out=out.timed_out,
-                             seconds=round(out.seconds, 4))
-            messages.append(self._observation_message(action, observation))
-            context += _approx_tokens(messages[-1:])
-            if self.cfg.max_episode_tokens and tokens >= self.cfg.max_episode_tokens:
-                end = EndReason.TOKEN_LIMIT
-                break
-        else:
-            end = EndReason.MAX_TURNS
-        if time.monotonic() > deadline and end == EndReason.MAX_TURNS:
+        end = episode.send(instruction, deadline)
+        if end == EndReason.MAX_TURNS and time.monotonic() > deadline:
             end = EndReason.TIMEOUT
-        trajectory = recorder.finish(end_reason=end, error=error, turns=turns,
-                                     fenced_mode=not self.uses_tools, hints=bool(self.hints))
-        return AgentRun(exit_code=0, output=error or "", timed_out=end == EndReason.TIMEOUT,
+        trajectory = episode.trajectory(end_reason=end, hints=bool(self.hints))
+        return AgentRun(exit_code=0, output=episode.error or "", timed_out=end == EndReason.TIMEOUT,
                         info={"trajectory": trajectory, "end_reason": end})
-
-    def _assistant_message(self, result: ChatResult, action: Action) -> dict:
-        message = {"role": "assistant", "content": result.text or ""}
-        if self.uses_tools and result.tool_calls:
-            used = [c for c in result.tool_calls if action.call is not None and c.id == action.call.id]
-            message["tool_calls"] = [c.__dict__ for c in used]
-        return message
-
-    def _observation_message(self, action: Action, observation: str) -> dict:
-        if self.uses_tools and action.call is not None and action.call.id:
-            return {"role": "tool", "tool_call_id": action.call.id, "content": observation}
-        return {"role": "user", "content": observation}

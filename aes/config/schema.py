@@ -48,6 +48,8 @@ class ModelConfig:
     """USD per million prompt tokens, for cost accounting."""
     price_output_per_mtok: float = 0.0
     """USD per million generated tokens, for cost accounting."""
+    price_cached_input_per_mtok: Optional[float] = None
+    """USD per million prompt tokens read from the provider's cache; None charges the full input price."""
     timeout_sec: float = 600.0
     """Timeout of one model call."""
     max_retries: int = 5

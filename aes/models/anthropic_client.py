@@ -10,16 +10,26 @@ what :meth:`AnthropicChat._retryable` classifies as transient.
 from __future__ import annotations
 
 import dataclasses
-import email.utils
 import json
+import logging
 import os
-import time
 from typing import Any
 
 import anthropic
 
 from aes.config import ModelConfig
-from aes.models.base import BaseChatModel, ChatResult, ModelError, RunBudget, ToolCall, ToolSpec, Usage
+from aes.models.base import (
+    BaseChatModel,
+    ChatResult,
+    ModelError,
+    RunBudget,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    status_retry_delay,
+)
+
+log = logging.getLogger(__name__)
 
 DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
 
@@ -34,38 +44,8 @@ _STOP_REASONS = {
 }
 
 
-def retry_after_seconds(headers: Any) -> float | None:
-    """Seconds a ``retry-after-ms`` / ``retry-after`` (seconds or HTTP date) header asks for."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_tz(value)
-        if parsed is None:
-            return None
-        return max(0.0, email.utils.mktime_tz(parsed) - time.time())
 
 
-def status_retry_delay(status: int, headers: Any) -> float | None:
-    """Retry policy for an HTTP error status: seconds to wait (0: backoff) or None (do not retry)."""
-    should = (headers.get("x-should-retry") if headers is not None else None) or ""
-    if should.lower() == "false":  # the server says this failure is permanent
-        return None
-    if status == 429 or status == 408 or status >= 500:
-        delay = retry_after_seconds(headers)
-        # 0 would mean "exponential backoff" to BaseChatModel; a server asking for 0 s gets a tiny wait.
-        return 0.0 if delay is None else max(delay, 1e-3)
-    return None
 
 
 def _api_message(exc: Any) -> str:
@@ -196,17 +176,16 @@ class AnthropicChat(BaseChatModel):
         if cfg.base_url:
             kwargs["base_url"] = cfg.base_url
         self._client = anthropic.Anthropic(**kwargs)
+        if cfg.temperature != 1.0:
+            log.warning("model %r: the Anthropic Messages API takes no temperature; temperature=%g is ignored",
+                        cfg.name, cfg.temperature)
 
     def _chat_once(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None,
                    max_tokens: int, temperature: float) -> ChatResult:
         system, turns = convert_messages(messages)
-        params: dict[str, Any] = {
-            "model": self.config.model,
-            "messages": turns,
-            "max_tokens": max_tokens,
-            # The Messages API accepts temperatures in [0, 1].
-            "temperature": min(max(temperature, 0.0), 1.0),
-        }
+        # No sampling parameters: the API version the SDK sends (2026-10-21, SDK 2.x) rejects
+        # temperature/top_p/top_k with a 400, and the SDK's create() has no such arguments.
+        params: dict[str, Any] = {"model": self.config.model, "messages": turns, "max_tokens": max_tokens}
         if system:
             params["system"] = system
         if tools:

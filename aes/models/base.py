@@ -8,7 +8,9 @@ to their own wire format.
 
 from __future__ import annotations
 
+import email.utils
 import threading
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -94,8 +96,41 @@ class ChatModel(Protocol):
 
 def cost_usd(cfg: ModelConfig, usage: Usage) -> float:
     """Cost of a call from the config's pricing table (USD per million tokens)."""
-    return (usage.prompt_tokens * cfg.price_input_per_mtok
-            + usage.completion_tokens * cfg.price_output_per_mtok) / 1e6
+    cached = cfg.price_input_per_mtok if cfg.price_cached_input_per_mtok is None else cfg.price_cached_input_per_mtok
+    return ((usage.prompt_tokens - usage.cached_tokens) * cfg.price_input_per_mtok
+            + usage.cached_tokens * cached + usage.completion_tokens * cfg.price_output_per_mtok) / 1e6
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """Seconds a ``retry-after-ms`` / ``retry-after`` (seconds or HTTP date) header asks for."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_tz(value)
+        if parsed is None:
+            return None
+        return max(0.0, email.utils.mktime_tz(parsed) - time.time())
+
+def status_retry_delay(status: int, headers: Any) -> float | None:
+    """Retry policy for an HTTP error status: seconds to wait (0: backoff) or None (do not retry)."""
+    should = (headers.get("x-should-retry") if headers is not None else None) or ""
+    if should.lower() == "false":  # the server says this failure is permanent
+        return None
+    if status == 429 or status == 408 or status >= 500:
+        delay = retry_after_seconds(headers)
+        # 0 would mean "exponential backoff" to BaseChatModel; a server asking for 0 s gets a tiny wait.
+        return 0.0 if delay is None else max(delay, 1e-3)
+    return None
 
 
 class RunBudget:
@@ -149,7 +184,6 @@ class BaseChatModel:
     def chat(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None = None, *,
              max_tokens: int | None = None, temperature: float | None = None) -> ChatResult:
         import random
-        import time
 
         self.budget.check()
         max_tokens = max_tokens or self.config.max_tokens
@@ -170,8 +204,12 @@ class BaseChatModel:
                     raise ModelError(
                         f"{self.config.name}: giving up after {self.config.max_retries} retries: {exc}"
                     ) from exc
-                wait = delay if delay > 0 else min(self.backoff_max_sec, self.backoff_base_sec * 2 ** (attempt - 1))
-                time.sleep(wait * (0.5 + random.random()))
+                if delay > 0:  # the server said how long: at least that, plus up to 25% jitter
+                    wait = delay * (1.0 + 0.25 * random.random())
+                else:
+                    wait = (min(self.backoff_max_sec, self.backoff_base_sec * 2 ** (attempt - 1))
+                            * (0.5 + random.random()))
+                time.sleep(wait)
         result.latency_sec = time.monotonic() - start
         result.model = result.model or self.config.model
         result.cost_usd = cost_usd(self.config, result.usage)

@@ -13,17 +13,24 @@ ignore them; the result then has no token ids.
 from __future__ import annotations
 
 import dataclasses
-import email.utils
 import json
 import os
 import re
-import time
 from typing import Any
 
 import openai
 
 from aes.config import ModelConfig
-from aes.models.base import BaseChatModel, ChatResult, ModelError, RunBudget, ToolCall, ToolSpec, Usage
+from aes.models.base import (
+    BaseChatModel,
+    ChatResult,
+    ModelError,
+    RunBudget,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    status_retry_delay,
+)
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 DUMMY_KEY = "EMPTY"
@@ -40,38 +47,8 @@ _TOKEN_ID = re.compile(r"^token_id:(\d+)$")
 _MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 
 
-def retry_after_seconds(headers: Any) -> float | None:
-    """Seconds a ``retry-after-ms`` / ``retry-after`` (seconds or HTTP date) header asks for."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_tz(value)
-        if parsed is None:
-            return None
-        return max(0.0, email.utils.mktime_tz(parsed) - time.time())
 
 
-def status_retry_delay(status: int, headers: Any) -> float | None:
-    """Retry policy for an HTTP error status: seconds to wait (0: backoff) or None (do not retry)."""
-    should = (headers.get("x-should-retry") if headers is not None else None) or ""
-    if should.lower() == "false":  # the server says this failure is permanent
-        return None
-    if status == 429 or status == 408 or status >= 500:
-        delay = retry_after_seconds(headers)
-        # 0 would mean "exponential backoff" to BaseChatModel; a server asking for 0 s gets a tiny wait.
-        return 0.0 if delay is None else max(delay, 1e-3)
-    return None
 
 
 def _api_message(exc: Any) -> str:
@@ -231,7 +208,7 @@ class OpenAIChat(BaseChatModel):
         content = choice.logprobs.content if choice.logprobs is not None else None
         if self.config.logprobs and content:
             result.completion_logprobs = [float(t.logprob) for t in content]
-        if self.compatible:
+        if self.supports_token_ids:
             prompt_ids = getattr(resp, "prompt_token_ids", None)
             if prompt_ids is not None:
                 result.prompt_token_ids = [int(t) for t in prompt_ids]

@@ -191,7 +191,7 @@ class PoolStore:
         existing = self.by_hash(digest)
         if existing:
             return existing, False
-        path = self._store_files(task_dir, digest)
+        self._store_files(task_dir, digest)
         slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in name.lower()).strip("-.")[:48]
         env_id = f"{slug or 'env'}-{digest[:8]}"
         now = time.time()

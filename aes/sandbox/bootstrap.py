@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from aes.config import SandboxConfig
-from aes.sandbox.docker_client import LABEL_MANAGED, connect
+from aes.sandbox.docker_client import LABEL_IMAGE, connect
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def bootstrap_base_image(cfg: SandboxConfig, force: bool = False) -> str:
             f"ENV REQUESTS_CA_BUNDLE={CA_BUNDLE}",
             f"ENV SSL_CERT_FILE={CA_BUNDLE}",
             "ENV PIP_DISABLE_PIP_VERSION_CHECK=1",
-            f"LABEL {LABEL_MANAGED}=true aes.role=base",
+            f"LABEL {LABEL_IMAGE}=base",
             'CMD ["bash"]',
         ]
         client.api.import_image_from_file(

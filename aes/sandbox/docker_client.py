@@ -21,6 +21,10 @@ LABEL_PID = "aes.pid"
 LABEL_PID_START = "aes.pid_start"
 LABEL_ROLE = "aes.role"
 LABEL_TASK = "aes.task"
+# Images carry their own keys: containers inherit image labels, and an image's builder
+# process must never be mistaken for the owner of a container started from it.
+LABEL_IMAGE = "aes.image"
+LABEL_IMAGE_TASK = "aes.image.task"
 
 
 class SandboxUnavailable(RuntimeError):
@@ -34,6 +38,14 @@ def _process_start(pid: int) -> str | None:
             return fh.read().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
         return None
+
+
+def image_labels(kind: str, task: str | None = None) -> dict[str, str]:
+    """Labels of an image aes builds (``kind``: base or task)."""
+    labels = {LABEL_IMAGE: kind}
+    if task:
+        labels[LABEL_IMAGE_TASK] = task[:200]
+    return labels
 
 
 def owner_labels(role: str, task: str | None = None) -> dict[str, str]:
@@ -90,18 +102,21 @@ def reap_orphans(cfg: SandboxConfig) -> int:
     """Remove aes containers whose owning process on this host is gone; returns the count."""
     import docker.errors
 
-    client = connect(cfg)
+    api = connect(cfg).api
     removed = 0
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"}):
-        if _owner_alive(container.labels):
+    # The low-level listing carries the labels, so no per-container lookup can race with
+    # another process removing that container.
+    for info in api.containers(all=True, filters={"label": f"{LABEL_MANAGED}=true"}):
+        if _owner_alive(info.get("Labels") or {}):
             continue
         try:
-            container.remove(force=True)
+            api.remove_container(info["Id"], force=True, v=True)
             removed += 1
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:
-            log.warning("could not remove leftover container %s: %s", container.short_id, exc)
+            if "already in progress" not in str(exc):
+                log.warning("could not remove leftover container %s: %s", info["Id"][:12], exc)
     if removed:
         log.warning("removed %d container(s) left behind by a crashed aes run", removed)
     return removed

@@ -21,13 +21,12 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import docker.errors
 from docker.utils.build import exclude_paths
 
 from aes.config import SandboxConfig
-from aes.sandbox.docker_client import connect, owner_labels
+from aes.sandbox.docker_client import connect, image_labels
 from aes.tasks import Reason, Task
 from aes.tasks.static import dockerfile_instructions
 
@@ -196,7 +195,7 @@ class ImageBuilder:
     def _run_build(self, context, tag: str, task: Task, timeout: float) -> tuple[bool, str, Reason | None]:
         api = self.client.api
         params = {"t": tag, "rm": "1", "forcerm": "1", "q": "0",
-                  "labels": json.dumps(owner_labels("image", task.name))}
+                  "labels": json.dumps(image_labels("task", task.name))}
         response = api.post(
             f"{api.base_url}/v{api.api_version}/build", params=params, data=context,
             headers={"Content-Type": "application/x-tar"}, stream=True, timeout=(30, None),

@@ -1,0 +1,507 @@
+"""Hosted / server model backends against a local HTTP server replaying recorded responses.
+
+``tests/fixtures/model_responses/*.json`` hold one response each: ``status``, ``headers``
+and ``body`` as the real API sends them (Anthropic Messages, OpenAI chat.completions,
+vLLM's OpenAI server). No network and no Docker; the whole file runs in about a second.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aes.config import BudgetConfig, ModelConfig
+from aes.models import BudgetExhausted, ModelError, RunBudget, ToolCall, ToolSpec, build_model
+
+anthropic_client = pytest.importorskip("aes.models.anthropic_client")
+openai_client = pytest.importorskip("aes.models.openai_client")
+AnthropicChat = anthropic_client.AnthropicChat
+OpenAIChat = openai_client.OpenAIChat
+
+RESPONSES = Path(__file__).parent / "fixtures" / "model_responses"
+KEY_ENV = "AES_TEST_MODEL_KEY"
+
+
+def recorded(name: str) -> dict[str, Any]:
+    return json.loads((RESPONSES / f"{name}.json").read_text())
+
+
+class ReplayServer:
+    """Answers each POST with the next scripted response and records what it received."""
+
+    def __init__(self) -> None:
+        self.script: list[dict[str, Any]] = []
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+                with server._lock:
+                    server.requests.append({"path": self.path,
+                                            "headers": {k.lower(): v for k, v in self.headers.items()},
+                                            "body": json.loads(raw or b"null")})
+                    reply = server.script.pop(0) if server.script else {
+                        "status": 500, "headers": {}, "body": {"error": {"message": "replay script exhausted"}}}
+                if reply.get("delay"):
+                    time.sleep(reply["delay"])
+                data = json.dumps(reply["body"]).encode()
+                try:
+                    self.send_response(reply["status"])
+                    for key, value in reply.get("headers", {}).items():
+                        if key.lower() != "content-length":
+                            self.send_header(key, value)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the client gave up (timeout test)
+                    pass
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.01},
+                                       daemon=True)
+
+    def push(self, *replies: str | dict[str, Any]) -> None:
+        """Queue replies: fixture names or envelopes ``{"status", "headers", "body"[, "delay"]}``."""
+        self.script.extend(recorded(r) if isinstance(r, str) else r for r in replies)
+
+    @property
+    def bodies(self) -> list[Any]:
+        return [r["body"] for r in self.requests]
+
+
+@pytest.fixture
+def server():
+    srv = ReplayServer()
+    srv.thread.start()
+    yield srv
+    srv.httpd.shutdown()
+    srv.httpd.server_close()
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "sk-test-123")
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+@pytest.fixture
+def sleeps(monkeypatch):
+    """Record BaseChatModel's backoff waits instead of sleeping; jitter factor fixed at 1."""
+    waits: list[float] = []
+    monkeypatch.setattr(time, "sleep", waits.append)
+    monkeypatch.setattr(random, "random", lambda: 0.5)
+    return waits
+
+
+def claude(server: ReplayServer, **kw: Any) -> ModelConfig:
+    base = dict(name="claude", backend="anthropic", model="claude-sonnet-4-6", base_url=server.url,
+                api_key_env=KEY_ENV, temperature=1.0, max_tokens=4096, price_input_per_mtok=3.0,
+                price_output_per_mtok=15.0, timeout_sec=5.0, max_retries=3)
+    return ModelConfig(**{**base, **kw})
+
+
+def gpt(server: ReplayServer, **kw: Any) -> ModelConfig:
+    base = dict(name="gpt", backend="openai", model="gpt-5", base_url=server.url + "/v1",
+                api_key_env=KEY_ENV, temperature=1.0, max_tokens=16384, price_input_per_mtok=1.25,
+                price_output_per_mtok=10.0, timeout_sec=5.0, max_retries=3)
+    return ModelConfig(**{**base, **kw})
+
+
+def qwen(server: ReplayServer, **kw: Any) -> ModelConfig:
+    base = dict(name="qwen", backend="openai_compatible", model="Qwen/Qwen3-8B",
+                base_url=server.url + "/v1", temperature=1.0, max_tokens=8192, logprobs=True,
+                timeout_sec=5.0, max_retries=3)
+    return ModelConfig(**{**base, **kw})
+
+
+def fast(model):
+    model.backoff_base_sec = 0.001
+    return model
+
+
+BASH = ToolSpec(name="bash", description="Run a shell command in /app.",
+                parameters={"type": "object", "properties": {"command": {"type": "string"}},
+                            "required": ["command"]})
+
+CONVERSATION = [
+    {"role": "system", "content": "You are a terminal agent."},
+    {"role": "user", "content": "Fix the failing test in /app."},
+    {"role": "assistant", "content": "Two checks first.",
+     "tool_calls": [ToolCall(id="toolu_1", name="bash", arguments={"command": "ls"}).__dict__,
+                    ToolCall(id="toolu_2", name="bash", arguments={"command": "cat log"}).__dict__]},
+    {"role": "tool", "tool_call_id": "toolu_1", "content": "src tests"},
+    {"role": "tool", "tool_call_id": "toolu_2", "content": "AssertionError"},
+    {"role": "user", "content": "Keep going."},
+]
+
+
+# ---------------------------------------------------------------- Anthropic
+
+
+def test_anthropic_request_conversion_and_parsed_result(server):
+    server.push("anthropic_tool_use")
+    budget = RunBudget()
+    model = AnthropicChat(claude(server), budget)
+    result = model.chat(CONVERSATION, tools=[BASH], max_tokens=1024)
+
+    (req,) = server.requests
+    assert req["path"] == "/v1/messages"
+    assert req["headers"]["authorization"] == "Bearer sk-test-123"  # SDK 2.x sends the key as a bearer token
+    assert req["headers"]["anthropic-version"]
+    body = req["body"]
+    assert body["model"] == "claude-sonnet-4-6"
+    assert body["max_tokens"] == 1024
+    assert "temperature" not in body  # the API version the SDK speaks rejects sampling parameters
+    assert body["system"] == "You are a terminal agent."
+    assert body["tools"] == [{"name": "bash", "description": "Run a shell command in /app.",
+                              "input_schema": BASH.parameters}]
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Fix the failing test in /app."}]},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Two checks first."},
+            {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}},
+            {"type": "tool_use", "id": "toolu_2", "name": "bash", "input": {"command": "cat log"}}]},
+        # both tool results and the following user text share one user turn, results first
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "src tests"},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "content": "AssertionError"},
+            {"type": "text", "text": "Keep going."}]},
+    ]
+
+    assert result.text == "The test log points at the parser. Let me run the failing test first."
+    assert result.tool_calls == [ToolCall(
+        id="toolu_01D7FLrfh4GYq7yT1ULFeyMV", name="bash",
+        arguments={"command": "cd /app && python -m pytest tests/test_parse.py -x -q", "timeout_sec": 120})]
+    assert result.finish_reason == "tool_calls"
+    assert result.model == "claude-sonnet-4-6"
+    # input_tokens excludes cache reads; prompt_tokens is the whole prompt
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.cached_tokens) == (
+        1523 + 2048, 87, 2048)
+    assert result.cost_usd == pytest.approx((3571 * 3.0 + 87 * 15.0) / 1e6)
+    assert budget.summary() == {"cost_usd": pytest.approx(result.cost_usd), "tokens": 3571 + 87,
+                                "model_calls": 1}
+    assert result.prompt_token_ids is None and not model.supports_token_ids
+    model.close()
+
+
+def test_anthropic_max_tokens_is_length_and_no_tools_sent_when_disabled(server):
+    server.push("anthropic_max_tokens")
+    model = AnthropicChat(claude(server, use_tools=False))
+    result = model.chat([{"role": "user", "content": "Write a task."}], tools=[BASH])
+    assert result.finish_reason == "length"
+    assert result.text.startswith("# Task: repair the gradebook")
+    body = server.bodies[0]
+    assert "tools" not in body and "system" not in body
+    assert body["max_tokens"] == 4096  # from the config
+
+
+def test_anthropic_429_honours_retry_after(server, sleeps):
+    server.push("anthropic_rate_limit_429", "anthropic_tool_use")
+    result = AnthropicChat(claude(server)).chat([{"role": "user", "content": "hi"}])
+    assert result.finish_reason == "tool_calls"
+    assert len(server.requests) == 2
+    assert len(sleeps) == 1 and 2.0 <= sleeps[0] <= 2.5  # the retry-after header, not the backoff
+
+
+def test_anthropic_529_overloaded_then_success(server, sleeps):
+    server.push("anthropic_overloaded_529", "anthropic_overloaded_529", "anthropic_tool_use")
+    model = fast(AnthropicChat(claude(server)))
+    result = model.chat([{"role": "user", "content": "hi"}])
+    assert result.usage.completion_tokens == 87
+    assert len(server.requests) == 3
+    assert sleeps == [pytest.approx(0.001), pytest.approx(0.002)]  # exponential backoff
+
+
+def test_anthropic_400_is_not_retried(server):
+    server.push("anthropic_invalid_request_400", "anthropic_tool_use")
+    model = fast(AnthropicChat(claude(server)))
+    with pytest.raises(ModelError, match=r"400 \(invalid_request_error\).*maximum allowed number of output tokens"):
+        model.chat([{"role": "user", "content": "hi"}])
+    assert len(server.requests) == 1
+    assert model.budget.calls == 0
+
+
+def test_anthropic_missing_key_names_the_variable(server, monkeypatch):
+    monkeypatch.delenv(KEY_ENV)
+    with pytest.raises(ModelError, match=KEY_ENV):
+        AnthropicChat(claude(server))
+    assert server.requests == []
+
+
+# ---------------------------------------------------------------- OpenAI
+
+
+def test_openai_request_conversion_and_parsed_result(server):
+    server.push("openai_tool_calls")
+    model = OpenAIChat(gpt(server))
+    result = model.chat(CONVERSATION, tools=[BASH])
+
+    (req,) = server.requests
+    assert req["path"] == "/v1/chat/completions"
+    assert req["headers"]["authorization"] == "Bearer sk-test-123"
+    body = req["body"]
+    assert body["model"] == "gpt-5"
+    assert body["max_completion_tokens"] == 16384 and "max_tokens" not in body
+    assert "logprobs" not in body and "return_token_ids" not in body
+    assert body["tools"] == [{"type": "function", "function": {
+        "name": "bash", "description": "Run a shell command in /app.", "parameters": BASH.parameters}}]
+    assert body["messages"][:2] == CONVERSATION[:2]
+    assert body["messages"][2] == {"role": "assistant", "content": "Two checks first.", "tool_calls": [
+        {"id": "toolu_1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}},
+        {"id": "toolu_2", "type": "function", "function": {"name": "bash", "arguments": '{"command": "cat log"}'}}]}
+    assert body["messages"][3:] == CONVERSATION[3:]
+
+    assert result.text == ""
+    assert result.tool_calls == [ToolCall(id="call_Qx3mZ8vK2pL7nR4tY6wB1cD9", name="bash",
+                                          arguments={"command": "ls -la /app"})]
+    assert result.finish_reason == "tool_calls"
+    assert result.model == "gpt-5-2025-08-07"
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.cached_tokens) == (
+        1830, 412, 1664)
+    assert result.cost_usd == pytest.approx((1830 * 1.25 + 412 * 10.0) / 1e6)
+    assert not model.supports_token_ids and result.completion_token_ids is None
+
+
+def test_openai_invalid_tool_arguments_kept_raw(server):
+    server.push("openai_invalid_arguments")
+    result = OpenAIChat(gpt(server)).chat([{"role": "user", "content": "check"}], tools=[BASH])
+    ok, bad = result.tool_calls
+    assert (ok.arguments, ok.raw_arguments) == ({"command": "make test"}, "")
+    assert (bad.id, bad.arguments, bad.raw_arguments) == ("call_A2", {}, '{"command": "cat /app/out.txt')
+    assert result.text == "Running both checks."
+
+
+def test_openai_429_honours_retry_after(server, sleeps):
+    server.push("openai_rate_limit_429", "openai_tool_calls")
+    result = OpenAIChat(gpt(server)).chat([{"role": "user", "content": "hi"}])
+    assert result.tool_calls[0].name == "bash"
+    assert len(server.requests) == 2
+    assert len(sleeps) == 1 and 2.0 <= sleeps[0] <= 2.5
+
+
+def test_openai_500_then_success(server):
+    server.push("openai_server_error_500", "openai_tool_calls")
+    model = fast(OpenAIChat(gpt(server)))
+    started = time.monotonic()
+    result = model.chat([{"role": "user", "content": "hi"}])
+    assert result.usage.prompt_tokens == 1830
+    assert len(server.requests) == 2
+    assert time.monotonic() - started < 1.0
+    assert model.budget.calls == 1  # only the successful call is charged
+
+
+def test_openai_retries_exhausted(server):
+    server.push(*["openai_server_error_500"] * 3)
+    model = fast(OpenAIChat(gpt(server, max_retries=2)))
+    with pytest.raises(ModelError, match="giving up after 2 retries"):
+        model.chat([{"role": "user", "content": "hi"}])
+    assert len(server.requests) == 3
+
+
+def test_openai_400_is_not_retried(server):
+    server.push("openai_bad_request_400", "openai_tool_calls")
+    model = fast(OpenAIChat(gpt(server, temperature=0.2)))
+    with pytest.raises(ModelError, match=r"400: Unsupported value: 'temperature'"):
+        model.chat([{"role": "user", "content": "hi"}])
+    assert len(server.requests) == 1
+    assert server.bodies[0]["temperature"] == 0.2
+
+
+def test_openai_missing_key_names_the_variable(server, monkeypatch):
+    monkeypatch.delenv(KEY_ENV)
+    with pytest.raises(ModelError, match=KEY_ENV):
+        OpenAIChat(gpt(server))
+
+
+def test_openai_compatible_key_is_optional(server, monkeypatch):
+    server.push("vllm_logprobs_token_ids", "vllm_logprobs_token_ids")
+    OpenAIChat(qwen(server)).chat([{"role": "user", "content": "hi"}])
+    OpenAIChat(qwen(server, api_key_env=KEY_ENV)).chat([{"role": "user", "content": "hi"}])
+    monkeypatch.delenv(KEY_ENV)
+    OpenAIChat(qwen(server, api_key_env=KEY_ENV))  # variable named but unset: dummy key, no error
+    auth = [r["headers"]["authorization"] for r in server.requests]
+    assert auth == [f"Bearer {openai_client.DUMMY_KEY}", "Bearer sk-test-123"]
+
+
+# ---------------------------------------------------------------- vLLM
+
+
+def test_vllm_logprobs_and_token_ids(server):
+    server.push("vllm_logprobs_token_ids")
+    model = OpenAIChat(qwen(server, seed=7))
+    assert model.supports_token_ids
+    result = model.chat([{"role": "system", "content": "You are a helpful assistant."},
+                         {"role": "user", "content": "What is 6 times 7?"}], max_tokens=64, temperature=0.6)
+
+    body = server.bodies[0]
+    assert body["logprobs"] is True
+    assert body["return_token_ids"] is True and body["return_tokens_as_token_ids"] is True
+    assert body["max_tokens"] == 64 and body["temperature"] == 0.6 and body["seed"] == 7
+    assert "max_completion_tokens" not in body
+
+    rec = recorded("vllm_logprobs_token_ids")["body"]
+    assert result.text == "The answer is 42."
+    assert result.finish_reason == "stop"
+    assert result.prompt_token_ids == rec["prompt_token_ids"]
+    assert result.completion_token_ids == [785, 4226, 374, 220, 19, 17, 13, 151645]
+    assert result.completion_logprobs == [c["logprob"] for c in rec["choices"][0]["logprobs"]["content"]]
+    assert len(result.completion_logprobs) == len(result.completion_token_ids) == result.usage.completion_tokens
+    assert result.usage.prompt_tokens == len(result.prompt_token_ids)
+    assert result.cost_usd == 0.0  # no prices configured
+
+
+def test_vllm_without_return_token_ids_falls_back_to_logprob_tokens(server):
+    server.push("vllm_logprobs_legacy")
+    result = OpenAIChat(qwen(server)).chat([{"role": "user", "content": "What is 6 times 7?"}])
+    assert result.prompt_token_ids is None
+    assert result.completion_token_ids == [785, 4226, 374, 220, 19, 17, 13, 151645]
+    assert len(result.completion_logprobs) == 8
+
+
+def test_vllm_without_logprobs_requests_none(server):
+    server.push("vllm_logprobs_legacy")
+    model = OpenAIChat(qwen(server, logprobs=False))
+    result = model.chat([{"role": "user", "content": "hi"}])
+    assert not model.supports_token_ids
+    assert "logprobs" not in server.bodies[0] and "return_token_ids" not in server.bodies[0]
+    assert result.completion_logprobs is None and result.completion_token_ids is None
+
+
+def test_hosted_openai_with_logprobs_asks_no_token_ids(server):
+    server.push("openai_tool_calls")
+    model = OpenAIChat(gpt(server, logprobs=True))
+    model.chat([{"role": "user", "content": "hi"}])
+    assert not model.supports_token_ids
+    assert server.bodies[0]["logprobs"] is True and "return_token_ids" not in server.bodies[0]
+
+
+def test_vllm_flat_error_body_message(server):
+    server.push("vllm_context_length_400")
+    with pytest.raises(ModelError, match="maximum context length is 40960 tokens"):
+        fast(OpenAIChat(qwen(server))).chat([{"role": "user", "content": "hi"}])
+    assert len(server.requests) == 1
+
+
+# ---------------------------------------------------------------- both
+
+
+def _error(status: int, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"status": status, "headers": headers or {},
+            "body": {"type": "error", "error": {"type": "api_error", "message": f"status {status}"}}}
+
+
+@pytest.mark.parametrize("status,retried", [
+    (408, True), (429, True), (500, True), (502, True), (503, True), (529, True),
+    (400, False), (401, False), (403, False), (404, False), (422, False)])
+@pytest.mark.parametrize("backend", ["anthropic", "openai"])
+def test_status_classification(server, sleeps, backend, status, retried):
+    if backend == "anthropic":
+        server.push(_error(status), "anthropic_tool_use")
+        model = AnthropicChat(claude(server))
+    else:
+        server.push(_error(status), "openai_tool_calls")
+        model = OpenAIChat(gpt(server))
+    if retried:
+        assert model.chat([{"role": "user", "content": "hi"}]).tool_calls
+        assert len(server.requests) == 2 and len(sleeps) == 1
+    else:
+        with pytest.raises(ModelError, match=f"status {status}"):
+            model.chat([{"role": "user", "content": "hi"}])
+        assert len(server.requests) == 1 and sleeps == []
+
+
+def test_server_saying_do_not_retry_is_honoured(server):
+    server.push(_error(500, {"x-should-retry": "false"}), "anthropic_tool_use")
+    with pytest.raises(ModelError, match="status 500"):
+        fast(AnthropicChat(claude(server))).chat([{"role": "user", "content": "hi"}])
+    assert len(server.requests) == 1
+
+
+def test_retry_after_forms():
+    from aes.models.base import retry_after_seconds as parse
+
+    assert parse({"retry-after": "3"}) == 3.0
+    assert parse({"retry-after-ms": "250", "retry-after": "3"}) == 0.25
+    assert parse({}) is None and parse({"retry-after": "soon"}) is None
+    future = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
+    assert 25 <= parse({"retry-after": future}) <= 31
+
+
+def test_timeout_is_retried(server):
+    server.push({**recorded("openai_tool_calls"), "delay": 0.5}, "openai_tool_calls")
+    model = fast(OpenAIChat(gpt(server, timeout_sec=0.1, max_retries=1)))
+    assert model.chat([{"role": "user", "content": "hi"}]).tool_calls
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("backend", ["anthropic", "openai"])
+def test_connection_error_is_retried_then_reported(server, backend):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    if backend == "anthropic":
+        model = AnthropicChat(claude(server, base_url=url, max_retries=2))
+    else:
+        model = OpenAIChat(gpt(server, base_url=url + "/v1", max_retries=2))
+    with pytest.raises(ModelError, match="giving up after 2 retries"):
+        fast(model).chat([{"role": "user", "content": "hi"}])
+
+
+def test_run_budget_stops_further_calls(server):
+    server.push("anthropic_tool_use", "anthropic_tool_use", "openai_tool_calls")
+    budget = RunBudget(BudgetConfig(max_usd=0.01))
+    proposer = AnthropicChat(claude(server), budget)
+    solver = OpenAIChat(gpt(server), budget)  # models of one run share its budget
+    first = proposer.chat([{"role": "user", "content": "hi"}])
+    assert first.cost_usd > 0.01
+    with pytest.raises(BudgetExhausted, match="budget.max_usd"):
+        proposer.chat([{"role": "user", "content": "again"}])
+    with pytest.raises(BudgetExhausted):
+        solver.chat([{"role": "user", "content": "hi"}])
+    assert len(server.requests) == 1
+    assert budget.summary()["model_calls"] == 1
+
+
+def test_token_budget_stops_further_calls(server):
+    server.push("vllm_logprobs_token_ids", "vllm_logprobs_token_ids")
+    model = OpenAIChat(qwen(server), RunBudget(BudgetConfig(max_tokens=30)))
+    model.chat([{"role": "user", "content": "hi"}])  # 27 + 8 tokens
+    with pytest.raises(BudgetExhausted, match="budget.max_tokens"):
+        model.chat([{"role": "user", "content": "hi"}])
+    assert len(server.requests) == 1
+
+
+# conf/proposer/claude.yaml names claude-sonnet-4-5, which the SDK flags as deprecated.
+@pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
+def test_build_model_from_config_files(server):
+    from aes.config import compose_config
+
+    cfg = compose_config(["proposer=claude", "solver=qwen9b", f"+proposer.base_url={server.url}",
+                          f"solver.base_url={server.url}/v1", f"proposer.api_key_env={KEY_ENV}"])
+    proposer, solver = build_model(cfg.proposer), build_model(cfg.solver)
+    assert isinstance(proposer, AnthropicChat) and proposer.supports_tools
+    assert isinstance(solver, OpenAIChat) and solver.supports_token_ids
+    server.push("anthropic_tool_use", "vllm_logprobs_token_ids")
+    assert proposer.chat([{"role": "user", "content": "hi"}]).cost_usd == pytest.approx(
+        (3571 * 3.0 + 87 * 15.0) / 1e6)
+    assert solver.chat([{"role": "user", "content": "hi"}]).completion_token_ids
+    assert server.bodies[0]["model"] == "claude-sonnet-4-5"
+    assert server.bodies[1]["model"] == "Qwen/Qwen3.5-9B" and server.bodies[1]["logprobs"] is True
