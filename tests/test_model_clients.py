@@ -489,8 +489,6 @@ def test_token_budget_stops_further_calls(server):
     assert len(server.requests) == 1
 
 
-# conf/proposer/claude.yaml names claude-sonnet-4-5, which the SDK flags as deprecated.
-@pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 def test_build_model_from_config_files(server):
     from aes.config import compose_config
 
@@ -503,5 +501,5 @@ def test_build_model_from_config_files(server):
     assert proposer.chat([{"role": "user", "content": "hi"}]).cost_usd == pytest.approx(
         (3571 * 3.0 + 87 * 15.0) / 1e6)
     assert solver.chat([{"role": "user", "content": "hi"}]).completion_token_ids
-    assert server.bodies[0]["model"] == "claude-sonnet-4-5"
+    assert server.bodies[0]["model"] == cfg.proposer.model
     assert server.bodies[1]["model"] == "Qwen/Qwen3.5-9B" and server.bodies[1]["logprobs"] is True
