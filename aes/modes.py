@@ -105,3 +105,29 @@ def evaluate(cfg: AesConfig, run_dir: Path) -> bool:
 
 def _fmt(reward: float | None) -> str:
     return "err" if reward is None else f"{reward:.2f}"
+
+
+def generate(cfg: AesConfig, run_dir: Path) -> bool:
+    """``mode=generate``: ``assignments`` proposer episodes against the run's pool (Table 2 columns)."""
+    from aes.models import build_model
+    from aes.proposer import generate as run_generate
+
+    runner, budget = solver_rollouts(cfg, run_dir)
+    proposer = build_model(cfg.proposer, budget)
+    try:
+        results, summary = run_generate(cfg, run_dir, proposer, runner)
+    finally:
+        proposer.close()
+        runner.solver.close()
+    print_table(f"proposer episodes ({cfg.proposer.name}, harness={cfg.harness.name})",
+                ["assignment", "parent", "direction", "outcome", "revisions", "failed stages", "tokens", "cost $"],
+                [[r.assignment.assignment_id, r.assignment.parent_env_id, r.assignment.direction, r.outcome,
+                  r.revisions, ", ".join(r.failed_stages), r.tokens, f"{r.cost_usd:.4f}"] for r in results])
+    print_table("Table 2 columns", ["valid-env rate", "admitted", "failures by stage", "mean revisions",
+                                    "tokens / valid env", "cost / valid env"],
+                [[f"{summary['valid_env_rate']:.1%}", summary["admitted"],
+                  ", ".join(f"{k}: {v}" for k, v in sorted(summary["failures_by_stage"].items())) or "-",
+                  f"{summary['mean_revisions']:.2f}", summary["tokens_per_valid_env"] or "n/a (no valid env)",
+                  summary["cost_per_valid_env"] or "n/a (no valid env)"]])
+    _spent(budget)
+    return True

@@ -28,7 +28,6 @@ class RunFailed(RuntimeError):
 
 # What each mode still needs; a mode disappears from here when its code lands.
 MISSING = {
-    "generate": "the proposer harnesses (aes/proposer/) and the pool store (aes/pool/)",
     "train": "the DPPO trainer (aes/train/)",
 }
 
@@ -43,7 +42,7 @@ def validate(cfg: AesConfig, run_dir: Path, tasks: str | None = None) -> bool:
     source = Path(tasks or cfg.tasks or seeds_dir(cfg.domain))
     paths = find_tasks([source])
     log.info("validating %d task(s) from %s", len(paths), source)
-    reports = validate_all(Validator(cfg.sandbox), paths, cfg.sandbox.concurrency)
+    reports = validate_all(Validator(cfg.sandbox, nop_max_reward=cfg.admission.nop_max_reward), paths, cfg.sandbox.concurrency)
     print_reports(reports)
     write_json(reports, run_dir / "validation.json")
     log.info("verdicts written to %s", run_dir / "validation.json")
@@ -66,7 +65,7 @@ def dispatch(cfg: AesConfig, run_dir: Path) -> bool:
     from aes import modes
 
     table = {"run": run, "validate": validate, "rollout": modes.rollout,
-             "calibrate": modes.calibrate, "eval": modes.evaluate}
+             "calibrate": modes.calibrate, "eval": modes.evaluate, "generate": modes.generate}
     return table[cfg.mode](cfg, run_dir)
 
 

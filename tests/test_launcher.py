@@ -9,7 +9,7 @@ from tests.conftest import REPO
 
 
 def test_failed_job_fails_the_multirun(tmp_path):
-    cmd = [sys.executable, "-m", "aes.run", "-m", "mode=train,generate",
+    cmd = [sys.executable, "-m", "aes.run", "-m", "mode=train,generate", "solver.backend=nonexistent",
            f"hydra.sweep.dir={tmp_path}", "hydra.launcher.timeout_min=5"]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600)
     assert proc.returncode != 0

@@ -24,7 +24,6 @@ from aes.sandbox import (
 )
 from aes.tasks import Reason, Task, TaskLoadError, check_task, load_task
 
-NOP_THRESHOLD = 0.5
 _TAIL = 600
 
 
@@ -93,9 +92,10 @@ def _trial_reasons(stage: str, trial: TrialResult) -> list[Reason]:
 class Validator:
     """Runs admission checks 1-4 in the Docker sandbox."""
 
-    def __init__(self, cfg: SandboxConfig, runner: TrialRunner | None = None):
+    def __init__(self, cfg: SandboxConfig, runner: TrialRunner | None = None, nop_max_reward: float = 0.5):
         self.cfg = cfg
         self.runner = runner or TrialRunner(cfg)
+        self.nop_max_reward = nop_max_reward
 
     def validate(self, path: str | Path) -> ValidationReport:
         start = time.monotonic()
@@ -149,10 +149,10 @@ class Validator:
                 + (f" (solve.sh exit {oracle.agent_exit_code})" if oracle.agent_exit_code else "")
                 + f"; verifier output: {_tail(oracle.verifier_output)}",
             ))
-        if nop.outcome is Outcome.OK and nop.reward is not None and nop.reward >= NOP_THRESHOLD:
+        if nop.outcome is Outcome.OK and nop.reward is not None and nop.reward >= self.nop_max_reward:
             reasons.append(Reason(
                 "nop.reward_too_high",
-                f"doing nothing scores {nop.reward:.3f} (must be < {NOP_THRESHOLD}): "
+                f"doing nothing scores {nop.reward:.3f} (must be < {self.nop_max_reward:g}): "
                 "the tests pass without any work",
             ))
         return reasons

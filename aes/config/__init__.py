@@ -2,6 +2,7 @@
 
 from aes.config.load import CONF_DIR, compose_config, load_config
 from aes.config.schema import (
+    AdmissionConfig,
     AesConfig,
     AgentConfig,
     BudgetConfig,
@@ -18,6 +19,7 @@ from aes.config.schema import (
 __all__ = [
     "CONF_DIR",
     "compose_config",
+    "AdmissionConfig",
     "AesConfig",
     "AgentConfig",
     "BudgetConfig",

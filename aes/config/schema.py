@@ -110,6 +110,12 @@ class HarnessConfig:
     """Memory of the proposer's sandbox in MiB (paper: 32 GiB)."""
     solver_probe_attempts: int = 2
     """Solver attempts the ``solver_model`` tool runs on a draft."""
+    feedback_rounds: int = 3
+    """prompt_feedback: build-and-run rounds fed back to the model while it drafts one task."""
+    episodes_at_once: int = 2
+    """Proposer episodes run concurrently in mode=generate."""
+    context_chars: int = 24000
+    """Most characters of parent task files and trajectories put in a prompt-harness prompt."""
     web_access: bool = False
     """Give the proposer web access (off by default, as in the paper)."""
 
@@ -118,6 +124,34 @@ class HarnessConfig:
             raise ConfigError(
                 f"harness.name must be prompt, prompt_feedback or terminal, got {self.name!r}"
             )
+
+
+@dataclass
+class ReviewCriterion:
+    """One rubric item of the LLM review (admission check 6)."""
+
+    name: str = MISSING
+    """Short identifier, e.g. ``tests_match_instruction``."""
+    requirement: str = MISSING
+    """What must hold for the criterion to pass, in plain words for the grader."""
+
+
+@dataclass
+class AdmissionConfig:
+    """Admission checks a proposed task must pass (``conf/admission``; DESIGN.md §Admission)."""
+
+    nop_max_reward: float = 0.5
+    """The do-nothing run must score below this."""
+    ngram: int = 13
+    """Decontamination window: reject an instruction sharing this many consecutive words with a held-out task."""
+    review: bool = True
+    """Run the LLM review (check 6); its grader is the proposer's model."""
+    review_max_tokens: int = 2048
+    """Most tokens of the grader's reply."""
+    review_file_chars: int = 6000
+    """Most characters of each task file shown to the grader."""
+    rubric: list[ReviewCriterion] = field(default_factory=list)
+    """The review criteria; every one must pass."""
 
 
 @dataclass
@@ -163,44 +197,70 @@ class CalibrationConfig:
 
 @dataclass
 class DeepSpeedConfig:
-    """DeepSpeed engine settings (``conf/trainer/deepspeed``)."""
+    """DeepSpeed engine settings (``conf/trainer/deepspeed``); the same engine runs on CPU (gloo) and GPU."""
 
     zero_stage: int = 0
     """ZeRO stage 0-3."""
-    bf16: bool = False
-    """Train in bf16 (GPU clusters); fp32 on CPU."""
+    bf16: Optional[bool] = None
+    """Train in bf16; None: bf16 on GPU, fp32 on CPU."""
     gradient_clipping: float = 1.0
     """Global gradient-norm clip; 0 disables it."""
     offload_optimizer: bool = False
-    """Keep optimizer states in host memory (ZeRO >= 1)."""
+    """Keep optimizer states in host memory (ZeRO >= 1; needs DeepSpeed's cpu_adam op)."""
+    offload_param: bool = False
+    """Keep parameters in host memory between uses (ZeRO 3 only)."""
+    torch_adam: bool = True
+    """Use torch.optim.AdamW (no op to compile); false selects DeepSpeed's FusedAdam kernel."""
 
     def __post_init__(self) -> None:
         if self.zero_stage not in (0, 1, 2, 3):
             raise ConfigError(f"trainer.deepspeed.zero_stage must be 0-3, got {self.zero_stage}")
+        if self.offload_optimizer and self.zero_stage < 1:
+            raise ConfigError("trainer.deepspeed.offload_optimizer needs zero_stage >= 1")
+        if self.offload_param and self.zero_stage != 3:
+            raise ConfigError("trainer.deepspeed.offload_param needs zero_stage=3")
+        if self.gradient_clipping < 0:
+            raise ConfigError(f"trainer.deepspeed.gradient_clipping must be >= 0, got {self.gradient_clipping}")
 
 
 @dataclass
 class TrainerConfig:
-    """Solver training with DPPO (``conf/trainer``; paper §3.3, App. G.1)."""
+    """Solver training with DPPO (``conf/trainer``; paper §3.3, App. G.1; code in ``aes/train``)."""
 
     algorithm: str = "dppo"
-    """Registered policy-gradient variant."""
+    """Registered policy-gradient variant (only dppo)."""
     lr: float = 1e-6
-    """Learning rate."""
+    """Learning rate (constant)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
     envs_per_update: int = 16
-    """Groups (environments) per update."""
+    """Groups (environments) with varying rewards per update; flat groups are dropped and more collected."""
     attempts_per_env: int = 16
     """Attempts per environment in a group."""
     delta_low: float = 0.1
     """Trust-region bound for negative advantages (mu - pi > delta_low is masked)."""
     delta_high: float = 0.1
     """Trust-region bound for positive advantages (pi - mu > delta_high is masked)."""
+    aggregation: str = "token_mean"
+    """Loss aggregation: token_mean (sum over all loss tokens of the update / their count; paper) or seq_mean."""
+    temperature: float = 1.0
+    """Sampling temperature of the rollout engine; logits are divided by it so pi matches mu's distribution."""
     kl_coef: float = 0.0
-    """KL penalty coefficient (paper: 0)."""
+    """KL penalty coefficient (paper: 0; no reference model is kept, so only 0 is accepted)."""
     entropy_coef: float = 0.0
     """Entropy bonus coefficient (paper: 0)."""
     max_seq_len: int = 8192
-    """Longest packed training sequence in tokens."""
+    """Longest packed training sequence in tokens; longer model calls keep their first max_seq_len tokens."""
+    micro_batch_tokens: int = 16384
+    """Most padded tokens (rows x longest row) per forward/backward; gradients accumulate over one update."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, ~30% more compute)."""
+    proposer_partial_reward: float = 0.5
+    """Proposer reward r_P of a valid environment that was not admitted (broken: 0, admitted: 1)."""
+    weight_sync: str = "auto"
+    """How the rollout engine gets new weights: auto (from solver.backend), shared, copy, vllm_server or vllm_colocate."""
+    vllm_group_port: int = 51216
+    """Port of the NCCL rendezvous between trainer and vLLM server (weight_sync=vllm_server)."""
     updates_per_refresh: int = 16
     """Solver updates between pool refreshes."""
     deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
@@ -209,6 +269,27 @@ class TrainerConfig:
     def __post_init__(self) -> None:
         if self.lr <= 0:
             raise ConfigError(f"trainer.lr must be > 0, got {self.lr}")
+        if self.algorithm != "dppo":
+            raise ConfigError(f"trainer.algorithm must be dppo, got {self.algorithm!r}")
+        if self.kl_coef != 0:
+            raise ConfigError("trainer.kl_coef must be 0: aes keeps no reference model (the paper uses 0)")
+        if self.delta_low < 0 or self.delta_high < 0:
+            raise ConfigError("trainer.delta_low and trainer.delta_high must be >= 0")
+        if self.aggregation not in ("token_mean", "seq_mean"):
+            raise ConfigError(f"trainer.aggregation must be token_mean or seq_mean, got {self.aggregation!r}")
+        if self.temperature <= 0:
+            raise ConfigError("trainer.temperature must be > 0 (greedy rollouts have no log-probs to train on)")
+        if self.envs_per_update < 1 or self.attempts_per_env < 2:
+            raise ConfigError("set trainer.envs_per_update >= 1 and trainer.attempts_per_env >= 2 "
+                              "(a group of one attempt has no reward spread)")
+        if self.micro_batch_tokens < self.max_seq_len:
+            raise ConfigError(f"trainer.micro_batch_tokens ({self.micro_batch_tokens}) must be >= "
+                              f"trainer.max_seq_len ({self.max_seq_len})")
+        if not 0.0 <= self.proposer_partial_reward <= 1.0:
+            raise ConfigError("trainer.proposer_partial_reward must lie in [0, 1]")
+        if self.weight_sync not in ("auto", "shared", "copy", "vllm_server", "vllm_colocate"):
+            raise ConfigError("trainer.weight_sync must be auto, shared, copy, vllm_server or vllm_colocate, "
+                              f"got {self.weight_sync!r}")
 
 
 @dataclass
@@ -299,6 +380,8 @@ class AesConfig:
     """Solver attempts per task in mode=rollout."""
     k: int = 5
     """Attempts per task in mode=eval (reports avg@k and pass@k)."""
+    assignments: int = 4
+    """Proposer episodes in mode=generate."""
     seed: int = 0
     """Random seed."""
     run_dir: Optional[str] = None
@@ -313,6 +396,8 @@ class AesConfig:
     """The proposer harness."""
     domain: DomainConfig = field(default_factory=DomainConfig)
     """The environment domain."""
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+    """Admission checks."""
     calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
     """The calibration band."""
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

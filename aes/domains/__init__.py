@@ -13,3 +13,11 @@ def seeds_dir(domain: DomainConfig) -> Path:
     if not path.is_dir():
         raise ConfigError(f"seed tasks of domain {domain.name!r} not found at {path}; set domain.seeds")
     return path
+
+
+def instructions_dir(domain: DomainConfig) -> Path:
+    """The proposer's instructions for ``domain`` (how to write a task, what to build)."""
+    path = Path(__file__).parent / domain.name / "instructions"
+    if not path.is_dir():
+        raise ConfigError(f"domain {domain.name!r} has no proposer instructions at {path}")
+    return path

@@ -56,27 +56,43 @@ class DockerSandbox:
             log.warning(message)
 
     def start(self, image: str, task: Task, role: str = "trial") -> Container:
-        """Start a container from ``image`` that sleeps until commands are exec'd into it."""
+        """Start a trial container from ``image`` with the task's limits."""
         cpus, memory = self.limits(task)
         network = "none" if task.spec.network_mode in ("no-network", "allowlist") else "bridge"
+        return self.run_container(image, cpus=cpus, memory_mb=memory, network=network,
+                                  workdir=task.spec.workdir, env=task.spec.env, role=role, label=task.name)
+
+    def run_container(self, image: str, *, cpus: float, memory_mb: int, network: str = "none",
+                      workdir: str | None = None, env: dict[str, str] | None = None,
+                      mounts: dict[str, tuple[str, str]] | None = None, role: str = "trial",
+                      label: str | None = None) -> Container:
+        """Start a labelled container that sleeps until commands are exec'd into it.
+
+        ``mounts`` maps host paths to (container path, "ro"|"rw") bind mounts.
+        """
+        cpus = min(cpus, self.host_cpus)
+        if self.host_memory_mb:
+            memory_mb = min(memory_mb, self.host_memory_mb)
+        volumes = {host: {"bind": target, "mode": mode} for host, (target, mode) in (mounts or {}).items()}
         try:
             container = self.client.containers.run(
                 image,
                 command=["sh", "-c", "sleep infinity"],
                 detach=True,
-                labels=owner_labels(role, task.name),
+                labels=owner_labels(role, label),
                 nano_cpus=int(cpus * 1e9),
-                mem_limit=f"{memory}m",
-                memswap_limit=f"{memory}m",
+                mem_limit=f"{memory_mb}m",
+                memswap_limit=f"{memory_mb}m",
                 pids_limit=self.cfg.pids_limit,
                 network_mode=network,
-                working_dir=task.spec.workdir,
-                environment=task.spec.env or None,
+                working_dir=workdir,
+                environment=env or None,
+                volumes=volumes or None,
                 init=True,
             )
         except docker.errors.APIError as exc:
             raise SandboxError(f"could not start a container from {image}: {exc.explanation or exc}") from None
-        return Container(self.client, container, self.cfg.output_limit_bytes, workdir=task.spec.workdir)
+        return Container(self.client, container, self.cfg.output_limit_bytes, workdir=workdir)
 
 
 class SandboxError(RuntimeError):

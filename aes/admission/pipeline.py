@@ -1,0 +1,95 @@
+"""The whole admission pipeline, outside the proposer's reach, then calibration.
+
+Stages in order: static, build, oracle, nop (checks 1-4, :class:`Validator`),
+decontam (5), review (6), calibration. The first failing stage stops the pipeline;
+its reasons go back to the proposer as feedback. A task is *valid* when it passes
+checks 1-6 and *admitted* when calibration also puts it in the band.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aes.admission.decontam import Decontaminator
+from aes.admission.review import Reviewer, ReviewResult
+from aes.admission.validate import ValidationReport, Validator
+from aes.calibration import ADMIT, CalibrationResult, Calibrator
+from aes.tasks import Reason, load_task
+
+STAGES = ("static", "build", "oracle", "nop", "decontam", "review", "calibration")
+
+
+@dataclass
+class AdmissionVerdict:
+    """What admission decided about one draft."""
+
+    valid: bool = False
+    admitted: bool = False
+    failed_stage: str | None = None
+    reasons: list[Reason] = field(default_factory=list)
+    validation: ValidationReport | None = None
+    review: ReviewResult | None = None
+    calibration: CalibrationResult | None = None
+
+    @property
+    def outcome(self) -> str:
+        """broken (fails checks 1-6), valid (not admitted) or admitted."""
+        return "admitted" if self.admitted else "valid" if self.valid else "broken"
+
+    def feedback(self) -> str:
+        """The reasons, for the proposer to act on."""
+        if self.admitted:
+            return "Your task was admitted to the training pool."
+        lines = [f"Your task was rejected at the {self.failed_stage} stage:"]
+        lines += [f"- {reason}" for reason in self.reasons]
+        cal = self.calibration
+        if cal is not None and cal.diagnostic is not None:
+            lines.append(f"A diagnostic solver run that was shown the reference solution scored "
+                         f"{cal.diagnostic.reward}; its trajectory: {cal.diagnostic.path}")
+        return "\n".join(lines)
+
+
+def _stage(reason: Reason) -> str:
+    head = reason.code.split(".", 1)[0]
+    return head if head in STAGES else "static"
+
+
+class AdmissionPipeline:
+    def __init__(self, validator: Validator, decontaminator: Decontaminator, reviewer: Reviewer | None,
+                 calibrator: Calibrator | None):
+        self.validator = validator
+        self.decontaminator = decontaminator
+        self.reviewer = reviewer
+        self.calibrator = calibrator
+
+    def admit(self, task_dir: Path, env_id: str) -> AdmissionVerdict:
+        verdict = AdmissionVerdict()
+        report = self.validator.validate(task_dir)
+        verdict.validation = report
+        if not report.valid:
+            return self._fail(verdict, report.reasons)
+        task = load_task(task_dir)
+        task.env_id = env_id
+        overlap = self.decontaminator.check(task.instruction)
+        if overlap:
+            return self._fail(verdict, [overlap])
+        if self.reviewer is not None:
+            verdict.review = self.reviewer.review(task_dir)
+            if not verdict.review.passed:
+                return self._fail(verdict, verdict.review.reasons)
+        verdict.valid = True
+        if self.calibrator is None:
+            return verdict
+        [result] = self.calibrator.calibrate([task], show_progress=False)
+        verdict.calibration = result
+        if result.decision.verdict != ADMIT:
+            return self._fail(verdict, [Reason(f"calibration.{result.decision.verdict}", result.decision.reason)])
+        verdict.admitted = True
+        return verdict
+
+    @staticmethod
+    def _fail(verdict: AdmissionVerdict, reasons: list[Reason]) -> AdmissionVerdict:
+        verdict.reasons = list(reasons)
+        verdict.failed_stage = _stage(reasons[0]) if reasons else "static"
+        return verdict

@@ -1,0 +1,134 @@
+"""One proposer episode: assignment -> draft -> admission -> (revisions) -> pool.
+
+Every draft that loads goes into the pool (content-addressed, so a resubmitted draft
+is not stored twice) with its verdicts; the episode's outcome is the best verdict of
+its drafts: admitted, valid (passed checks 1-6, not admitted) or broken.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from aes.admission.pipeline import AdmissionPipeline, AdmissionVerdict
+from aes.agents import write_json_atomic
+from aes.pool import AssignmentLog, PoolStore
+from aes.proposer.assignments import Assignment
+from aes.proposer.workspace import Workspace
+from aes.tasks import TaskLoadError, load_task
+
+log = logging.getLogger(__name__)
+OUTCOME_RANK = {"broken": 0, "valid": 1, "admitted": 2}
+
+
+class Harness(Protocol):
+    name: str
+    tokens: int
+    cost_usd: float
+    note: str
+
+    def start(self, assignment: Assignment, workspace: Workspace) -> Path | None: ...
+    def revise(self, feedback: str) -> Path | None: ...
+    def trajectory(self, **extra) -> dict: ...
+    def close(self) -> None: ...
+
+
+@dataclass
+class EpisodeResult:
+    assignment: Assignment
+    outcome: str = "broken"
+    """broken, valid or admitted."""
+    env_id: str | None = None
+    """The pool id of the best draft (the admitted one, if any)."""
+    revisions: int = 0
+    failed_stages: list[str] = field(default_factory=list)
+    """The stage each rejected draft failed at (``no_draft`` when nothing was handed in)."""
+    tokens: int = 0
+    cost_usd: float = 0.0
+    trajectory_path: str | None = None
+
+
+def run_episode(assignment: Assignment, workspace: Workspace, harness: Harness, pipeline: AdmissionPipeline,
+                pool: PoolStore, max_revisions: int, out_dir: Path) -> EpisodeResult:
+    """Drive ``harness`` through at most ``max_revisions`` revisions; record everything."""
+    result = EpisodeResult(assignment=assignment)
+    log_ = AssignmentLog(pool)
+    try:
+        draft = harness.start(assignment, workspace)
+        for revision in range(max_revisions + 1):
+            result.revisions = revision
+            verdict, env_id = _admit(draft, assignment, harness, pipeline, pool, revision)
+            if verdict is None:
+                result.failed_stages.append("no_draft")
+                feedback = f"No task was handed in: {harness.note or 'no draft found'}."
+            else:
+                if verdict.outcome != "admitted":
+                    result.failed_stages.append(verdict.failed_stage or "static")
+                if OUTCOME_RANK[verdict.outcome] >= OUTCOME_RANK[result.outcome]:
+                    result.outcome, result.env_id = verdict.outcome, env_id
+                if verdict.admitted:
+                    break
+                feedback = verdict.feedback()
+            if revision == max_revisions:
+                break
+            draft = harness.revise(feedback)
+    finally:
+        result.tokens, result.cost_usd = harness.tokens, harness.cost_usd
+        trajectory = harness.trajectory(assignment=assignment.to_dict(), outcome=result.outcome,
+                                        env_id=result.env_id, revisions=result.revisions,
+                                        failed_stages=result.failed_stages)
+        path = out_dir / "proposer_trajectories" / f"{assignment.assignment_id}.json"
+        write_json_atomic(path, trajectory)
+        result.trajectory_path = str(path)
+        harness.close()
+        log_.close(assignment.assignment_id, result.outcome, result.env_id, result.cost_usd, result.tokens)
+    return result
+
+
+def _admit(draft: Path | None, assignment: Assignment, harness: Harness, pipeline: AdmissionPipeline,
+           pool: PoolStore, revision: int) -> tuple[AdmissionVerdict | None, str | None]:
+    if draft is None:
+        return None, None
+    try:
+        name = load_task(draft).name
+    except TaskLoadError:
+        name = f"{assignment.assignment_id}-r{revision}"
+    env, created = pool.add(draft, name=name, parent_id=assignment.parent_env_id,
+                            assignment_id=assignment.assignment_id, round=assignment.round,
+                            revisions=revision, cost_usd=harness.cost_usd, tokens=harness.tokens)
+    if not created:
+        log.info("%s: draft %s has the content of pool env %s (%s)", assignment.assignment_id, draft.name,
+                 env.env_id, env.status)
+    verdict = pipeline.admit(env.path, env.env_id)
+    _record(pool, env.env_id, verdict)
+    return verdict, env.env_id
+
+
+def _record(pool: PoolStore, env_id: str, verdict: AdmissionVerdict) -> None:
+    """Store every stage's verdict and move the env through its statuses."""
+    report = verdict.validation
+    checks_passed = report is not None and report.valid
+    pool.add_verdict(env_id, "checks_1_4", checks_passed, [str(r) for r in (report.reasons if report else [])],
+                     {"oracle_reward": report.oracle_reward, "nop_reward": report.nop_reward} if report else {})
+    status = pool.get(env_id).status
+    if status in ("admitted", "retired", "invalid"):
+        return
+    if not verdict.valid:
+        if verdict.failed_stage in ("decontam", "review"):
+            pool.add_verdict(env_id, verdict.failed_stage, False, [str(r) for r in verdict.reasons])
+        pool.set_status(env_id, "invalid")
+        return
+    pool.add_verdict(env_id, "decontam_review", True, [])
+    if status == "proposed":
+        pool.set_status(env_id, "valid")
+    cal = verdict.calibration
+    if cal is None:
+        return
+    pool.add_verdict(env_id, "calibration", verdict.admitted, [str(r) for r in verdict.reasons],
+                     {"rewards": cal.rewards, "mean": cal.decision.mean, "std": cal.decision.std,
+                      "verdict": cal.decision.verdict})
+    if verdict.admitted:
+        pool.set_status(env_id, "calibrated", mean_reward=cal.decision.mean, std_reward=cal.decision.std)
+        pool.set_status(env_id, "admitted")

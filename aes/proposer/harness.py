@@ -1,0 +1,108 @@
+"""Proposer harnesses that work by generation (paper §4.1): ``prompt`` and ``prompt_feedback``.
+
+``prompt``: the model writes every file of the task in one reply; nothing is executed.
+``prompt_feedback``: as ``prompt``, then the draft is built and run (oracle, no-op) and the
+logs go back to the model for up to ``harness.feedback_rounds`` rewrites.
+Both keep the conversation, so admission feedback continues it (:meth:`revise`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aes.agents import TrajectoryRecorder
+from aes.config import HarnessConfig
+from aes.models import ChatModel, ModelError
+from aes.proposer.assignments import Assignment
+from aes.proposer.files import FORMAT_HELP, DraftError, parse_files, render_files, write_files
+from aes.proposer.tools import ProposerTools
+from aes.proposer.workspace import Workspace, trajectory_digest
+
+
+def system_prompt(workspace: Workspace) -> str:
+    docs = sorted((workspace.root / "instructions").glob("*.md"))
+    return "\n\n".join(p.read_text() for p in docs if p.name != "ASSIGNMENT.md")
+
+
+def context_message(assignment: Assignment, workspace: Workspace, max_chars: int) -> str:
+    """Everything a harness without a shell gets to see, in one message."""
+    parent = workspace.root / "past_environments" / assignment.parent_env_id
+    runs = sorted((workspace.root / "past_trajectories" / assignment.parent_env_id / assignment.solver).glob("*.json"))
+    digests = "\n\n".join(trajectory_digest(p, max_chars // 10) for p in runs[:4]) or "(none recorded)"
+    notes = (workspace.memory / "notes.md").read_text() if (workspace.memory / "notes.md").exists() else ""
+    return (f"{assignment.brief()}\n## Parent task files\n{render_files(parent, max_chars // 2)}\n"
+            f"## The solver's attempts on the parent\n{digests}\n\n## Your notes from earlier rounds\n"
+            f"{notes[: max_chars // 8]}\n\n## Output\n{FORMAT_HELP}\nWrite the complete new task now.")
+
+
+class PromptHarness:
+    """One generation writes the task; revisions rewrite it from the feedback."""
+
+    name = "prompt"
+
+    def __init__(self, model: ChatModel, cfg: HarnessConfig, tools: ProposerTools):
+        self.model, self.cfg, self.tools = model, cfg, tools
+        self.messages: list[dict] = []
+        self.recorder: TrajectoryRecorder | None = None
+        self.workspace: Workspace | None = None
+        self.tokens, self.cost_usd, self.note = 0, 0.0, ""
+
+    def start(self, assignment: Assignment, workspace: Workspace) -> Path | None:
+        self.workspace = workspace
+        self.recorder = TrajectoryRecorder(f"aes-proposer-{self.name}", self.model.config.model)
+        system = system_prompt(workspace)
+        self.messages = [{"role": "system", "content": system}]
+        self.recorder.add_message("system", system)
+        return self._generate(context_message(assignment, workspace, self.cfg.context_chars))
+
+    def revise(self, feedback: str) -> Path | None:
+        return self._generate(f"{feedback}\n\nRewrite the task to fix this. {FORMAT_HELP}")
+
+    def _generate(self, message: str) -> Path | None:
+        assert self.recorder is not None and self.workspace is not None
+        self.messages.append({"role": "user", "content": message})
+        self.recorder.add_message("user", message)
+        try:
+            result = self.model.chat(self.messages)
+        except ModelError as exc:
+            self.note = f"model call failed: {exc}"
+            return None
+        self.tokens += result.usage.total
+        self.cost_usd += result.cost_usd
+        self.recorder.add_agent_step(result, None)
+        self.messages.append({"role": "assistant", "content": result.text})
+        try:
+            files = parse_files(result.text)
+        except DraftError as exc:
+            self.note = str(exc)
+            return None
+        if not files:
+            self.note = "the reply held no <file> blocks"
+            return None
+        draft = self.workspace.new_draft_dir()
+        write_files(files, draft)
+        return draft
+
+    def trajectory(self, **extra) -> dict:
+        assert self.recorder is not None
+        return self.recorder.finish(harness=self.name, note=self.note, **extra)
+
+    def close(self) -> None:
+        pass
+
+
+class PromptFeedbackHarness(PromptHarness):
+    """Generate, build and run the draft, feed the logs back, rewrite (up to feedback_rounds)."""
+
+    name = "prompt_feedback"
+
+    def _generate(self, message: str) -> Path | None:
+        draft = super()._generate(message)
+        for _ in range(self.cfg.feedback_rounds):
+            if draft is None:
+                return None
+            summary, valid = self.tools.validate(draft)
+            if valid:
+                return draft
+            draft = super()._generate(f"I built and ran your draft:\n{summary}\n\nFix it. {FORMAT_HELP}")
+        return draft

@@ -1,0 +1,107 @@
+"""The ``terminal`` proposer harness (paper §4.1): an agent in its own sandbox container.
+
+The workspace is mounted at ``/workspace`` (instructions, past trajectories and past
+environments read-only; memory/, tools/ and the drafts writable). There is no Docker
+socket inside: building and running the draft happens on the host through the
+``validate`` and ``solver_model`` tools; ``submit`` ends the episode. Web access is off
+(the container has no network) unless ``harness.web_access`` is set.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from aes.agents import Episode, EndReason
+from aes.config import AgentConfig, HarnessConfig
+from aes.models import ChatModel
+from aes.proposer.assignments import Assignment
+from aes.proposer.tools import ProposerTools
+from aes.proposer.workspace import READ_ONLY, Workspace
+from aes.sandbox import Container, DockerSandbox
+
+SYSTEM = """\
+You build training tasks for a terminal agent. You work in a Linux container; your workspace is
+/workspace. Read /workspace/instructions/ first: task_format.md (how a valid task looks),
+what_to_build.md, and ASSIGNMENT.md (your assignment). The parent task is under
+/workspace/past_environments/, the solver's attempts under /workspace/past_trajectories/.
+Write your task into a new directory /workspace/env_001/ (env_002/ for a second draft).
+Keep notes for future episodes in /workspace/memory/; put reusable helper scripts in /workspace/tools/.
+Tools: `bash` runs one shell command; `validate` builds your draft and runs its reference
+solution and a do-nothing run; `solver_model` lets the current solver attempt it; `submit`
+hands in your latest draft and ends the episode."""
+
+FENCED_TOOLS = """
+You have no function calling: reply each turn with one command in a ```bash fenced block.
+The tools are commands of their own: a block holding just `validate env_001`, `solver_model env_001 2`
+or `submit` calls them."""
+
+
+class TerminalHarness:
+    name = "terminal"
+
+    def __init__(self, model: ChatModel, cfg: HarnessConfig, agent_cfg: AgentConfig, tools: ProposerTools,
+                 sandbox: DockerSandbox, image: str):
+        self.model, self.cfg, self.tools = model, cfg, tools
+        self.agent_cfg = AgentConfig(**{**agent_cfg.__dict__, "max_turns": cfg.max_turns, "system_prompt": None})
+        self.sandbox, self.image = sandbox, image
+        self.container: Container | None = None
+        self.episode: Episode | None = None
+        self.workspace: Workspace | None = None
+        self.deadline = 0.0
+        self.note = ""
+        self.end_reasons: list[str] = []
+
+    @property
+    def tokens(self) -> int:
+        return self.episode.tokens if self.episode else 0
+
+    @property
+    def cost_usd(self) -> float:
+        if not self.episode:
+            return 0.0
+        return sum(s["metrics"]["cost_usd"] for s in self.episode.recorder.steps if s["source"] == "agent")
+
+    def _mounts(self, workspace: Workspace) -> dict[str, tuple[str, str]]:
+        mounts = {str(workspace.root): ("/workspace", "rw"),
+                  str(workspace.memory): ("/workspace/memory", "rw"),
+                  str(workspace.tools): ("/workspace/tools", "rw")}
+        for name in READ_ONLY:
+            mounts[str(workspace.root / name)] = (f"/workspace/{name}", "ro")
+        return mounts
+
+    def start(self, assignment: Assignment, workspace: Workspace) -> Path | None:
+        self.workspace = workspace
+        self.deadline = time.monotonic() + self.cfg.episode_timeout_sec
+        self.container = self.sandbox.run_container(
+            self.image, cpus=self.cfg.cpus, memory_mb=self.cfg.memory_mb,
+            network="bridge" if self.cfg.web_access else "none", workdir="/workspace",
+            mounts=self._mounts(workspace), role="proposer", label=assignment.assignment_id)
+        system = SYSTEM + ("" if self.model.supports_tools and self.model.config.use_tools is not False
+                           else FENCED_TOOLS)
+        self.episode = Episode(self.model, self.agent_cfg, self.container, system,
+                               self.tools.host_tools(workspace), agent_name="aes-proposer-terminal")
+        return self._run(assignment.brief() + "\nStart by reading /workspace/instructions/.")
+
+    def revise(self, feedback: str) -> Path | None:
+        return self._run(f"{feedback}\n\nFix the task in a new draft directory, validate it, and submit again.")
+
+    def _run(self, message: str) -> Path | None:
+        assert self.episode is not None and self.workspace is not None
+        end = self.episode.send(message, self.deadline)
+        self.end_reasons.append(end)
+        draft = self.workspace.latest_draft()
+        if end != EndReason.DONE:
+            self.note = f"episode ended without submit ({end})"
+        if draft is None:
+            self.note = f"no draft with a task.toml in the workspace ({end})"
+        return draft
+
+    def trajectory(self, **extra) -> dict:
+        assert self.episode is not None
+        return self.episode.trajectory(harness=self.name, note=self.note, end_reasons=self.end_reasons, **extra)
+
+    def close(self) -> None:
+        if self.container is not None:
+            self.container.remove()
+            self.container = None

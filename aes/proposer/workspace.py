@@ -1,0 +1,109 @@
+"""A proposer episode's workspace (DESIGN.md §Proposer).
+
+::
+
+    instructions/           how to write a task, what to build, the assignment   (read-only)
+    past_trajectories/      index.jsonl + <env_id>/<solver>/*.json                (read-only)
+    past_environments/      <env_id>/ task files of the parent and a few others   (read-only)
+    memory/  tools/         persist across rounds of a run; the proposer may edit them
+    env_001/ env_002/ ...   the proposer's drafts (one per revision)
+
+The read-only parts are mounted read-only into the terminal harness's container; the
+admission checks run on the host and are out of the proposer's reach altogether.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from aes.pool import PoolStore
+from aes.proposer.assignments import Assignment
+
+READ_ONLY = ("instructions", "past_trajectories", "past_environments")
+MAX_TRAJECTORIES = 8
+OTHER_ENVS = 3
+
+
+@dataclass
+class Workspace:
+    root: Path
+    memory: Path
+    tools: Path
+
+    @property
+    def drafts(self) -> list[Path]:
+        return sorted(p for p in self.root.glob("env_[0-9][0-9][0-9]") if p.is_dir())
+
+    def new_draft_dir(self) -> Path:
+        path = self.root / f"env_{len(self.drafts) + 1:03d}"
+        path.mkdir()
+        return path
+
+    def latest_draft(self) -> Path | None:
+        drafts = [d for d in self.drafts if (d / "task.toml").exists()]
+        return drafts[-1] if drafts else None
+
+    def resolve_draft(self, name: str | None) -> Path | None:
+        """A draft dir named by the proposer (``env_002``), or the latest one; never outside the root."""
+        if not name:
+            return self.latest_draft()
+        path = (self.root / name.strip().strip("/").removeprefix("/workspace/")).resolve()
+        return path if path.is_relative_to(self.root.resolve()) and path.is_dir() else None
+
+
+def build_workspace(root: Path, assignment: Assignment, pool: PoolStore, trajectories: Path,
+                    instructions: Path, persistent: Path) -> Workspace:
+    """Lay out a fresh workspace for ``assignment``; ``persistent`` holds memory/ and tools/."""
+    if root.exists():
+        shutil.rmtree(root)
+    (root / "instructions").mkdir(parents=True)
+    for doc in sorted(instructions.glob("*.md")):
+        shutil.copy2(doc, root / "instructions" / doc.name)
+    (root / "instructions" / "ASSIGNMENT.md").write_text(assignment.brief())
+    _copy_environments(root / "past_environments", pool, assignment.parent_env_id)
+    _copy_trajectories(root / "past_trajectories", trajectories, assignment)
+    for name in ("memory", "tools"):
+        (persistent / name).mkdir(parents=True, exist_ok=True)
+    notes = persistent / "memory" / "notes.md"
+    if not notes.exists():
+        notes.write_text("# Proposer notes\n\nWhat worked, what failed admission and why.\n")
+    return Workspace(root=root, memory=persistent / "memory", tools=persistent / "tools")
+
+
+def _copy_environments(dest: Path, pool: PoolStore, parent_id: str) -> None:
+    dest.mkdir(parents=True)
+    admitted = [e for e in pool.envs("admitted") if e.env_id != parent_id][-OTHER_ENVS:]
+    for env in [pool.get(parent_id), *admitted]:
+        shutil.copytree(env.path, dest / env.env_id, symlinks=True)
+
+
+def _copy_trajectories(dest: Path, source: Path, assignment: Assignment) -> None:
+    dest.mkdir(parents=True)
+    index = source / "index.jsonl"
+    if index.exists():
+        rows = [line for line in index.read_text().splitlines() if line.strip()]
+        (dest / "index.jsonl").write_text("\n".join(rows) + ("\n" if rows else ""))
+    src = source / assignment.parent_env_id / assignment.solver
+    if not src.is_dir():
+        return
+    files = sorted(src.glob("*.json"), key=lambda p: int(p.stem) if p.stem.isdigit() else 0)[:MAX_TRAJECTORIES]
+    target = dest / assignment.parent_env_id / assignment.solver
+    target.mkdir(parents=True)
+    for file in files:
+        shutil.copy2(file, target / file.name)
+
+
+def trajectory_digest(path: Path, max_chars: int = 3000) -> str:
+    """A short text view of one trajectory: commands, last outputs, reward, verifier tail."""
+    data = json.loads(path.read_text())
+    extra = data.get("extra", {})
+    lines = [f"attempt {extra.get('attempt')}: reward {extra.get('reward')}, ended {extra.get('end_reason')}"]
+    for step in data.get("steps", []):
+        for call in step.get("tool_calls") or []:
+            lines.append(f"$ {str(call.get('arguments', {}).get('command', call.get('function_name')))[:200]}")
+    verifier = str(extra.get("verifier_stdout") or "")[-800:]
+    text = "\n".join(lines) + f"\nverifier output (tail):\n{verifier}"
+    return text[:max_chars]

@@ -1,0 +1,46 @@
+"""Solver (and shared-policy proposer) training with DPPO on DeepSpeed (paper §3.3).
+
+- :mod:`aes.train.dppo` the loss and per-token log-probs
+- :mod:`aes.train.episodes` training sequences from ATIF trajectories (multi-turn and truncation rules)
+- :mod:`aes.train.advantages` group advantages, dynamic batch filling, the proposer reward
+- :mod:`aes.train.batching` micro-batches under a token budget
+- :mod:`aes.train.engine` the DeepSpeed engine (CPU and GPU alike), checkpoints
+- :mod:`aes.train.sync` weight sync to the rollout engine (in-process or vLLM)
+- :mod:`aes.train.trainer` :class:`DPPOTrainer`, what the flywheel calls
+"""
+
+from aes.train.advantages import (
+    ADMITTED,
+    BROKEN,
+    VALID,
+    Batch,
+    GroupBatcher,
+    admission_outcome,
+    advantage_samples,
+    group_advantages,
+    has_spread,
+    proposer_reward,
+)
+from aes.train.dppo import dppo_loss, token_logprobs
+from aes.train.episodes import (
+    PROPOSER,
+    SOLVER,
+    Episode,
+    Group,
+    Sample,
+    TrajectoryError,
+    Turn,
+    episode_from_trajectory,
+    load_groups,
+    pack_turns,
+)
+from aes.train.sync import CopyWeights, SharedModule, VLLMColocated, VLLMServer, WeightSync, build_weight_sync
+from aes.train.trainer import DPPOTrainer
+
+__all__ = [
+    "ADMITTED", "BROKEN", "PROPOSER", "SOLVER", "VALID",
+    "Batch", "CopyWeights", "DPPOTrainer", "Episode", "Group", "GroupBatcher", "Sample", "SharedModule",
+    "TrajectoryError", "Turn", "VLLMColocated", "VLLMServer", "WeightSync",
+    "admission_outcome", "advantage_samples", "build_weight_sync", "dppo_loss", "episode_from_trajectory",
+    "group_advantages", "has_spread", "load_groups", "pack_turns", "proposer_reward", "token_logprobs",
+]

@@ -1,0 +1,111 @@
+"""The DeepSpeed engine that trains the policy, the same code on CPU (gloo) and GPU (NCCL).
+
+Gradient accumulation is caller-owned (``managed_gradient_accumulation: false``): one update
+runs however many micro-batches its tokens need, each ``backward`` only accumulates, and one
+``step`` clips, reduces and applies the update. ``torch_adam`` (default) makes DeepSpeed use
+``torch.optim.AdamW``, so no optimizer kernel is compiled; the only op the CPU path builds is
+``shm_comm`` (see ``python -m aes.train.warm_ops``).
+
+A plain ``python`` process gets a one-rank process group (RANK=0, WORLD_SIZE=1, a free
+MASTER_PORT); under ``deepspeed``/``torchrun`` the launcher's variables are used.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aes.config import TrainerConfig
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def on_cpu() -> bool:
+    from deepspeed.accelerator import get_accelerator
+
+    return get_accelerator().device_name() == "cpu"
+
+
+def ensure_distributed() -> None:
+    """Initialise torch.distributed through DeepSpeed (a one-rank group for a plain process)."""
+    import deepspeed
+    from deepspeed.accelerator import get_accelerator
+
+    if torch.distributed.is_initialized():
+        deepspeed.init_distributed(dist_init_required=False)
+        return
+    if "RANK" not in os.environ:
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+    deepspeed.init_distributed(dist_backend=get_accelerator().communication_backend_name(),
+                               auto_mpi_discovery=False, verbose=False)
+
+
+def ds_config(cfg: TrainerConfig, cpu: bool) -> dict[str, Any]:
+    """The DeepSpeed JSON config of a trainer config (bf16 follows the device unless set)."""
+    ds = cfg.deepspeed
+    bf16 = (not cpu) if ds.bf16 is None else ds.bf16
+    zero: dict[str, Any] = {"stage": ds.zero_stage}
+    if ds.offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": not cpu}
+    if ds.offload_param:
+        zero["offload_param"] = {"device": "cpu", "pin_memory": not cpu}
+    return {
+        "train_micro_batch_size_per_gpu": 1,
+        "gradient_accumulation_steps": 1,
+        "managed_gradient_accumulation": False,
+        "gradient_clipping": ds.gradient_clipping,
+        "optimizer": {"type": "AdamW", "params": {"lr": cfg.lr, "weight_decay": cfg.weight_decay,
+                                                   "betas": [0.9, 0.999], "eps": 1e-8,
+                                                   "torch_adam": ds.torch_adam}},
+        "zero_optimization": zero,
+        "zero_allow_untested_optimizer": True,
+        "zero_force_ds_cpu_optimizer": not ds.torch_adam,
+        "bf16": {"enabled": bf16},
+        "steps_per_print": 2**31 - 1,
+        "wall_clock_breakdown": False,
+    }
+
+
+def build_engine(model: torch.nn.Module, cfg: TrainerConfig) -> Any:
+    """``deepspeed.initialize`` on ``model`` (a transformers causal LM); returns the engine."""
+    import deepspeed
+
+    ensure_distributed()
+    if cfg.gradient_checkpointing:
+        if not hasattr(model, "gradient_checkpointing_enable"):
+            raise TypeError("trainer.gradient_checkpointing needs a transformers model; set it to false")
+        model.gradient_checkpointing_enable()
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("the policy has no trainable parameters (all requires_grad=False)")
+    engine, *_ = deepspeed.initialize(model=model, model_parameters=params, config=ds_config(cfg, on_cpu()))
+    return engine
+
+
+def save_checkpoint(engine: Any, directory: str | Path, step: int, client_state: dict[str, Any]) -> str:
+    """Save model, optimizer and ``client_state`` under ``directory/step_<step>``; returns the tag."""
+    tag = f"step_{step}"
+    engine.save_checkpoint(str(directory), tag=tag, client_state=client_state)
+    return tag
+
+
+def load_checkpoint(engine: Any, directory: str | Path, tag: str | None = None) -> dict[str, Any]:
+    """Load the latest (or ``tag``) checkpoint of ``directory``; returns its client state."""
+    directory = Path(directory)
+    if tag is None and not (directory / "latest").is_file():
+        raise FileNotFoundError(f"no DeepSpeed checkpoint in {directory} (no 'latest' file); "
+                                "pass the directory DPPOTrainer.save wrote")
+    path, client_state = engine.load_checkpoint(str(directory), tag=tag)
+    if path is None:
+        raise FileNotFoundError(f"DeepSpeed found no checkpoint {tag or 'latest'} in {directory}")
+    return client_state or {}

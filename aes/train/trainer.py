@@ -1,0 +1,151 @@
+"""DPPOTrainer: one policy update per call, on the DeepSpeed engine, then a weight sync.
+
+The flywheel calls::
+
+    trainer = DPPOTrainer(cfg.trainer, policy, sync)      # policy: module or object with .model
+    batch = GroupBatcher(cfg.trainer.envs_per_update).fill(groups)
+    stats = trainer.update(batch)                          # loss, trust-region and reward stats
+    trainer.save(run_dir / "checkpoints")                  # resumable; trainer.load(...) restores
+
+An update: group advantages -> sequences -> micro-batches under ``micro_batch_tokens`` ->
+forward/backward of each (gradients accumulate; the loss of each is already divided by the
+token count of the whole update) -> one optimizer step (clip, AdamW) -> ``sync.push``.
+Sequences whose advantage is exactly 0 count in the denominator but are not run: their loss
+and gradient are exactly 0.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from aes.config import TrainerConfig
+from aes.train.advantages import Batch, advantage_samples
+from aes.train.batching import collate, pack, shard
+from aes.train.dppo import dppo_loss, merge_stats, token_logprobs
+from aes.train.engine import build_engine, load_checkpoint, save_checkpoint
+from aes.train.episodes import Group
+from aes.train.sync import SharedModule, WeightSync
+
+
+def policy_module(policy: Any) -> torch.nn.Module:
+    """The trainable module of ``policy``: the module itself or its ``.model``."""
+    if isinstance(policy, torch.nn.Module):
+        return policy
+    model = getattr(policy, "model", None)
+    if isinstance(model, torch.nn.Module):
+        return model
+    raise TypeError(f"cannot train {type(policy).__name__}: pass a torch module (a transformers causal LM) "
+                    "or an object whose .model is one (e.g. TinyChat.policy)")
+
+
+def disable_dropout(model: torch.nn.Module) -> None:
+    """Dropout would make pi differ from the mu the rollout engine sampled with."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    config = getattr(model, "config", None)
+    for key in ("attention_dropout", "hidden_dropout", "dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop"):
+        if config is not None and isinstance(getattr(config, key, None), float):
+            setattr(config, key, 0.0)
+
+
+class DPPOTrainer:
+    """Trains ``policy`` with DPPO through DeepSpeed and keeps the rollout engine in sync.
+
+    ``policy`` is a transformers causal LM or an object whose ``.model`` is one (e.g.
+    :class:`aes.models.hf_chat.Policy`); when it has a ``lock`` the whole update holds it, so
+    an in-process rollout never samples from half-updated weights. ``sync`` defaults to
+    :class:`SharedModule` (the rollout engine generates with this very module).
+    """
+
+    def __init__(self, cfg: TrainerConfig, policy: Any, sync: WeightSync | None = None,
+                 pad_id: int | None = None):
+        self.cfg = cfg
+        self.model = policy_module(policy)
+        disable_dropout(self.model)
+        config = getattr(self.model, "config", None)
+        self.pad_id = pad_id if pad_id is not None else int(getattr(config, "pad_token_id", None) or 0)
+        self.engine = build_engine(self.model, cfg)
+        self.sync: WeightSync = sync if sync is not None else SharedModule(policy)
+        self.lock = getattr(policy, "lock", None) or nullcontext()
+        self.step = 0
+        dist = torch.distributed
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+
+    @property
+    def device(self) -> torch.device:
+        return self.engine.device
+
+    def update(self, groups: Batch | Sequence[Group]) -> dict[str, float]:
+        """One DPPO update on ``groups`` (each centred on its own mean); returns its stats."""
+        batch = groups if isinstance(groups, Batch) else Batch(list(groups), len(groups), len(groups))
+        start = time.perf_counter()
+        samples = advantage_samples(batch.groups)
+        loss_tokens = sum(s.loss_tokens for s in samples)
+        if loss_tokens == 0:
+            raise ValueError("nothing to train on: the groups hold no policy-generated tokens")
+        normalizer = loss_tokens if self.cfg.aggregation == "token_mean" else len(samples)
+        active = [s for s in samples if s.advantage != 0.0]
+        micro_batches = shard(pack(active, self.cfg.micro_batch_tokens), self.rank, self.world_size)
+        parts, trained, padded = [], 0, 0
+        with self.lock:
+            self.engine.train()
+            for mb_samples in micro_batches:
+                mb = collate(mb_samples, self.pad_id).to(self.device)
+                parts.append(self._backward(mb, normalizer / self.world_size, loss_tokens / self.world_size))
+                trained += int(mb.attention_mask.sum()) if mb_samples else 0
+                padded += mb.input_ids.numel() if mb_samples else 0
+            self.engine.step()
+            self.engine.eval()
+            self.step += 1
+            compute = time.perf_counter() - start
+            self.sync.push(self.engine)
+        grad_norm = self.engine.get_global_grad_norm()
+        return {
+            **batch.stats(), **merge_stats(parts),
+            "step": float(self.step), "sequences": float(len(samples)), "loss_tokens": float(loss_tokens),
+            "skipped_sequences": float(len(samples) - len(active)), "trained_tokens": float(trained),
+            "padding_fraction": 1.0 - trained / padded if padded else 0.0,
+            "micro_batches": float(len(micro_batches)),
+            "truncated_tokens": float(sum(e.truncated_tokens for g in batch.groups for e in g.episodes)),
+            "grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
+            "lr": float(self.engine.get_lr()[0]), "update_seconds": compute,
+            "sync_seconds": time.perf_counter() - start - compute,
+            "trained_tokens_per_second": trained / compute if compute > 0 else 0.0,
+        }
+
+    def _backward(self, mb: Any, normalizer: float, tokens: float) -> dict[str, float]:
+        cfg = self.cfg
+        logits = self.engine(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False).logits
+        logp, entropy = token_logprobs(logits[:, :-1], mb.targets, cfg.temperature,
+                                       with_entropy=cfg.entropy_coef > 0)
+        del logits
+        loss, stats = dppo_loss(logp, mb.rollout_logp, mb.advantages, mb.loss_mask, cfg.delta_low,
+                                cfg.delta_high, aggregation=cfg.aggregation, normalizer=normalizer)
+        if entropy is not None:
+            bonus = (entropy * mb.loss_mask).sum() / max(tokens, 1.0)  # a token mean in either aggregation
+            loss = loss - cfg.entropy_coef * bonus
+            stats["entropy"] = float((entropy * mb.loss_mask).sum() / mb.loss_mask.sum().clamp(min=1))
+        self.engine.backward(loss, scale_wrt_gas=False)
+        return stats
+
+    def save(self, directory: str | Path) -> Path:
+        """A resumable DeepSpeed checkpoint (model, optimizer, step) under ``directory``."""
+        tag = save_checkpoint(self.engine, directory, self.step, {"step": self.step})
+        return Path(directory) / tag
+
+    def load(self, directory: str | Path, tag: str | None = None) -> int:
+        """Restore the latest (or ``tag``) checkpoint, push it to the rollout engine; returns the step."""
+        with self.lock:
+            state = load_checkpoint(self.engine, directory, tag)
+            self.step = int(state.get("step", 0))
+            self.sync.push(self.engine)
+        return self.step
+
+    def close(self) -> None:
+        self.sync.close()

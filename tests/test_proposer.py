@@ -1,0 +1,179 @@
+"""The proposer: reply parsing, decontamination, review, assignments, workspace, episodes.
+
+Scripted replies drive the control flow of whole episodes (admission, revision, pool);
+the embedded model runs the same code in tests/test_generate_local.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+
+import pytest
+
+from aes.admission.decontam import Decontaminator
+from aes.admission.review import Reviewer, parse_verdict
+from aes.config import AgentConfig
+from aes.proposer.assignments import HARDER, SIMPLER, make_assignments
+from aes.proposer.files import DraftError, parse_files, render_files
+from aes.rollout import RolloutRunner
+from aes.sandbox import TrialRunner
+from tests.conftest import FIXTURES
+from tests.test_agent import Scripted, reply
+
+
+def test_parse_files_and_reject_escapes():
+    files = parse_files('intro\n<file path="instruction.md">\nDo it.\n</file>\n'
+                        '<file path="environment/Dockerfile">FROM x\n</file>')
+    assert files == {"instruction.md": "Do it.\n", "environment/Dockerfile": "FROM x\n"}
+    for bad in ("../x", "/etc/passwd", "environment/../../x", "notes.txt"):
+        with pytest.raises(DraftError):
+            parse_files(f'<file path="{bad}">x</file>')
+
+
+def test_decontamination_uses_13_word_windows():
+    held_out = "please compute the total revenue per customer from the sales table and write it to a csv file now"
+    decon = Decontaminator({"bench/revenue": held_out}, n=13)
+    words = held_out.split()
+    assert decon.check("Intro. " + " ".join(words[2:15]).upper() + " and more.").code == "decontam.overlap"
+    assert decon.check(" ".join(words[:12]) + " zebra " + " ".join(words[13:])) is None
+    assert "bench/revenue" in str(decon.check(held_out))
+
+
+def test_review_verdict_parsing(cfg, tmp_path):
+    assert parse_verdict("no json here") is None
+    text = 'Sure. {"criteria": [{"name": "a", "pass": true}]} trailing'
+    assert parse_verdict(text) == [{"name": "a", "pass": True}]
+    names = [c.name for c in cfg.admission.rubric]
+    verdict = {"criteria": [{"name": n, "pass": True, "reason": "ok"} for n in names[1:]]
+               + [{"name": names[0], "pass": False, "reason": "tests check a file the instruction never names"}]}
+    grader = Scripted([reply(json.dumps(verdict))])
+    result = Reviewer(grader, cfg.admission).review(FIXTURES / "good")
+    assert not result.passed
+    assert [str(r) for r in result.reasons] == [f"review.{names[0]}: tests check a file the instruction never names"]
+    garbage = Reviewer(Scripted([reply("lol"), reply("still no")]), cfg.admission).review(FIXTURES / "good")
+    assert [r.code for r in garbage.reasons] == ["review.unparseable"]
+
+
+def test_assignments_follow_the_solver_and_rotate():
+    rows = [{"env_id": "a", "task": "t/a", "solver": "s", "mean": 0.1, "most_common_failure": "x failed"},
+            {"env_id": "b", "task": "t/b", "solver": "s", "mean": 0.9, "most_common_failure": None}]
+    used = Counter()
+    out = make_assignments(rows, 4, round=1, seed=0, used=used)
+    assert Counter(a.parent_env_id for a in out) == {"a": 2, "b": 2}
+    assert {a.parent_env_id: a.direction for a in out} == {"a": SIMPLER, "b": HARDER}
+    assert "SIMPLER" in next(a for a in out if a.parent_env_id == "a").brief()
+
+
+# -- whole episodes (Docker) ---------------------------------------------------------------
+
+def good_task_reply(tmp_path, variant: str = "") -> str:
+    src = tmp_path / f"good{variant}"
+    shutil.copytree(FIXTURES / "good", src)
+    (src / "README").unlink()
+    if variant:
+        (src / "instruction.md").write_text((src / "instruction.md").read_text() + f"\n{variant}\n")
+    return "Here is the task.\n" + render_files(src, 100_000)
+
+
+def passing_review(cfg) -> str:
+    return json.dumps({"criteria": [{"name": c.name, "pass": True, "reason": "fine"} for c in cfg.admission.rubric]})
+
+
+SOLVE = [reply("```bash\necho 42 > /app/answer.txt\n```"), reply("DONE")]
+GIVE_UP = [reply("DONE")]
+
+
+@pytest.fixture
+def stack_factory(sandbox, cfg, tmp_path):
+    from aes.proposer.generate import build_stack
+
+    def make(proposer_replies, solver_replies, harness="prompt"):
+        run_cfg = cfg.__class__(**{**cfg.__dict__})
+        run_cfg.harness = cfg.harness.__class__(**{**cfg.harness.__dict__, "name": harness})
+        solver = Scripted(solver_replies)
+        rollouts = RolloutRunner(solver, AgentConfig(), TrialRunner(cfg.sandbox, sandbox), tmp_path / "run",
+                                 concurrency=1, solver_name="scripted")
+        return build_stack(run_cfg, tmp_path / "run", Scripted(proposer_replies), rollouts)
+
+    return make
+
+
+@pytest.mark.docker
+def test_prompt_episode_admits_a_good_task(stack_factory, cfg, tmp_path):
+    from aes.proposer.generate import run_assignments, seed_pool, summarize
+    from aes.proposer.assignments import Assignment
+
+    # proposer: the task files, then the review verdict; solver: 2 of 4 calibration attempts solve
+    stack = stack_factory([reply(good_task_reply(tmp_path)), reply(passing_review(cfg))],
+                          SOLVE + GIVE_UP + SOLVE + GIVE_UP)
+    seed_pool(stack)
+    parent = stack.pool.envs("admitted")[0]
+    [result] = run_assignments(stack, [Assignment(parent.env_id, parent.name, "scripted", 0.0, None, SIMPLER)])
+    assert result.outcome == "admitted" and result.revisions == 0 and result.failed_stages == []
+    env = stack.pool.get(result.env_id)
+    assert env.status == "admitted" and env.parent_id == parent.env_id and env.mean_reward == 0.5
+    stages = [v["stage"] for v in stack.pool.verdicts(env.env_id)]
+    assert stages == ["checks_1_4", "decontam_review", "calibration"]
+    trajectory = json.loads(open(result.trajectory_path).read())
+    assert trajectory["extra"]["outcome"] == "admitted"
+    summary = summarize([result])
+    assert summary["valid_env_rate"] == 1.0 and summary["admitted"] == 1
+
+
+@pytest.mark.docker
+def test_rejected_draft_gets_feedback_and_a_revision(stack_factory, cfg, tmp_path):
+    from aes.proposer.generate import run_assignments, seed_pool
+    from aes.proposer.assignments import Assignment
+
+    broken = good_task_reply(tmp_path, "v1").replace("echo 42", "echo 41")  # oracle now fails
+    proposer = [reply(broken), reply(good_task_reply(tmp_path, "v2")), reply(passing_review(cfg))]
+    stack = stack_factory(proposer, GIVE_UP * 4)  # the solver never solves: too hard, not admitted
+    seed_pool(stack)
+    parent = stack.pool.envs("admitted")[0]
+    [result] = run_assignments(stack, [Assignment(parent.env_id, parent.name, "scripted", 0.0, None, SIMPLER)])
+    assert result.revisions == 2
+    assert result.failed_stages == ["oracle", "calibration", "no_draft"]  # the 3rd reply held no files
+    feedback = stack.proposer.seen[1][-1]["content"]
+    assert "oracle.reward_below_one" in feedback
+    assert result.outcome == "valid"  # the revision passed checks 1-6 but calibration put it below the band
+    assert stack.pool.get(result.env_id).status == "valid"
+    assert sum(e.status == "invalid" for e in stack.pool.envs()) == 1
+
+
+@pytest.mark.docker
+def test_terminal_harness_workspace_tools_and_memory_across_rounds(stack_factory, cfg, tmp_path):
+    from aes.proposer.assignments import Assignment
+    from aes.proposer.generate import run_assignments, seed_pool
+
+    fence = "```bash\n{}\n```".format
+    stack = stack_factory([], GIVE_UP * 10, harness="terminal")
+    stack.cfg.harness.max_revisions = 0
+    seed_pool(stack)
+    parent = next(e for e in stack.pool.envs("admitted") if e.name == "aes/greeting-file")
+    stack.proposer.replies = [
+        reply(fence(f"cp -r /workspace/past_environments/{parent.env_id}/. /workspace/env_001/ && "
+                    "echo 'Mind the trailing newline.' >> /workspace/env_001/instruction.md")),
+        reply(fence("validate env_001")),
+        reply(fence("echo 'lesson: copy the parent, then change one step' >> /workspace/memory/notes.md; "
+                    "touch /workspace/instructions/mine; ls /var/run/docker.sock")),
+        reply(fence("submit")),
+        reply(passing_review(cfg)),
+    ]
+    [first] = run_assignments(stack, [Assignment(parent.env_id, parent.name, "scripted", 0.9, None, HARDER)])
+    steps = json.loads(open(first.trajectory_path).read())["steps"]
+    observations = [s["observation"]["results"][0]["content"] for s in steps if s.get("observation")]
+    assert observations[1].startswith("valid: yes; oracle reward 1.0")
+    assert "Read-only file system" in observations[2] and "No such file" in observations[2]
+    assert first.outcome == "valid" and first.failed_stages == ["calibration"]  # the solver never solves it
+    assert "lesson: copy the parent" in (tmp_path / "run/proposer/memory/notes.md").read_text()
+
+    stack.proposer.replies = [reply(fence("cat /workspace/memory/notes.md")), reply(fence("submit"))]
+    [second] = run_assignments(stack, [Assignment(parent.env_id, parent.name, "scripted", 0.9, None, HARDER)])
+    steps = json.loads(open(second.trajectory_path).read())["steps"]
+    seen = [s["observation"]["results"][0]["content"] for s in steps if s.get("observation")]
+    assert "lesson: copy the parent" in seen[0]
+    assert second.failed_stages == ["no_draft"]
+    leftovers = stack.rollouts.trials.sandbox.client.containers.list(filters={"label": "aes.role=proposer"})
+    assert leftovers == []
