@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import contextmanager
 from pathlib import Path
 
 from aes.config import AesConfig, ConfigError
@@ -29,35 +30,32 @@ def load_tasks(cfg: AesConfig) -> list:
     return tasks
 
 
-def solver_rollouts(cfg: AesConfig, run_dir: Path):
-    """A rollout runner for the configured solver and sandbox, and the run's budget."""
+@contextmanager
+def solver_session(cfg: AesConfig, run_dir: Path):
+    """A rollout runner for the configured solver and sandbox; closes the model and reports spend."""
     from aes.models import RunBudget, build_model
     from aes.rollout import RolloutRunner
     from aes.sandbox import TrialRunner
 
     budget = RunBudget(cfg.budget)
     solver = build_model(cfg.solver, budget)
-    return RolloutRunner(solver, cfg.agent, TrialRunner(cfg.sandbox), run_dir, cfg.sandbox.concurrency), budget
-
-
-def _spent(budget) -> None:
-    s = budget.summary()
-    log.info("model calls: %d, tokens: %d, cost: $%.4f", s["model_calls"], s["tokens"], s["cost_usd"])
+    try:
+        yield RolloutRunner(solver, cfg.agent, TrialRunner(cfg.sandbox), run_dir, cfg.sandbox.concurrency)
+    finally:
+        solver.close()
+        s = budget.summary()
+        log.info("model calls: %d, tokens: %d, cost: $%.4f", s["model_calls"], s["tokens"], s["cost_usd"])
 
 
 def rollout(cfg: AesConfig, run_dir: Path) -> bool:
     """``mode=rollout``: ``attempts`` solver attempts on each task; trajectories + index."""
     tasks = load_tasks(cfg)
-    runner, budget = solver_rollouts(cfg, run_dir)
-    try:
+    with solver_session(cfg, run_dir) as runner:
         envs = runner.run(tasks, cfg.attempts)
-    finally:
-        runner.solver.close()
     rows = [env.row(runner.solver_name) for env in envs.values()]
     print_table(f"rollouts of {runner.solver_name}", ["env", "attempts", "mean", "std", "most common failure"],
                 [[r.env_id, r.attempts, r.mean, r.std, r.most_common_failure or ""] for r in rows])
     log.info("trajectories in %s", runner.root)
-    _spent(budget)
     return True
 
 
@@ -66,11 +64,8 @@ def calibrate(cfg: AesConfig, run_dir: Path) -> bool:
     from aes.calibration import Calibrator
 
     tasks = load_tasks(cfg)
-    runner, budget = solver_rollouts(cfg, run_dir)
-    try:
+    with solver_session(cfg, run_dir) as runner:
         results = Calibrator(cfg.calibration, runner).calibrate(tasks)
-    finally:
-        runner.solver.close()
     print_table("calibration", ["env", "attempts", "mean", "std", "verdict", "why"],
                 [[r.env_id, r.decision.attempts, r.decision.mean, r.decision.std, r.decision.verdict,
                   r.build_error or r.decision.reason] for r in results])
@@ -79,7 +74,6 @@ def calibrate(cfg: AesConfig, run_dir: Path) -> bool:
                 "reason": r.decision.reason, "build_error": r.build_error,
                 "diagnostic": r.diagnostic.__dict__ if r.diagnostic else None} for r in results]
     (run_dir / "calibration.json").write_text(json.dumps(records, indent=2) + "\n")
-    _spent(budget)
     return True
 
 
@@ -88,18 +82,14 @@ def evaluate(cfg: AesConfig, run_dir: Path) -> bool:
     from aes.rollout.evaluate import evaluate as run_eval
 
     tasks = load_tasks(cfg)
-    runner, budget = solver_rollouts(cfg, run_dir)
-    try:
+    with solver_session(cfg, run_dir) as runner:
         report = run_eval(runner, tasks, cfg.k)
-    finally:
-        runner.solver.close()
     print_table(f"evaluation of {runner.solver_name} (k={report.k})", ["env", "rewards", "mean", "pass"],
                 [[s.env_id, " ".join(_fmt(r) for r in s.rewards) or s.error, s.mean, "yes" if s.passed else "no"]
                  for s in report.tasks])
     log.info("avg@%d = %.3f   pass@%d = %.3f   over %d tasks", report.k, report.avg_at_k, report.k,
              report.pass_at_k, len(report.tasks))
     (run_dir / "eval.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
-    _spent(budget)
     return True
 
 
@@ -112,13 +102,12 @@ def generate(cfg: AesConfig, run_dir: Path) -> bool:
     from aes.models import build_model
     from aes.proposer import generate as run_generate
 
-    runner, budget = solver_rollouts(cfg, run_dir)
-    proposer = build_model(cfg.proposer, budget)
-    try:
-        results, summary = run_generate(cfg, run_dir, proposer, runner)
-    finally:
-        proposer.close()
-        runner.solver.close()
+    with solver_session(cfg, run_dir) as runner:
+        proposer = build_model(cfg.proposer, runner.solver.budget)
+        try:
+            results, summary = run_generate(cfg, run_dir, proposer, runner)
+        finally:
+            proposer.close()
     print_table(f"proposer episodes ({cfg.proposer.name}, harness={cfg.harness.name})",
                 ["assignment", "parent", "direction", "outcome", "revisions", "failed stages", "tokens", "cost $"],
                 [[r.assignment.assignment_id, r.assignment.parent_env_id, r.assignment.direction, r.outcome,
@@ -129,5 +118,4 @@ def generate(cfg: AesConfig, run_dir: Path) -> bool:
                   ", ".join(f"{k}: {v}" for k, v in sorted(summary["failures_by_stage"].items())) or "-",
                   f"{summary['mean_revisions']:.2f}", summary["tokens_per_valid_env"] or "n/a (no valid env)",
                   summary["cost_per_valid_env"] or "n/a (no valid env)"]])
-    _spent(budget)
     return True

@@ -26,6 +26,7 @@ from aes.models.base import (
     ToolCall,
     ToolSpec,
     Usage,
+    api_error_message,
     status_retry_delay,
 )
 
@@ -47,14 +48,6 @@ _STOP_REASONS = {
 
 
 
-
-def _api_message(exc: Any) -> str:
-    msg = getattr(exc, "api_message", None)
-    body = getattr(exc, "body", None)
-    if not msg and isinstance(body, dict):
-        err = body.get("error", body)
-        msg = err.get("message") if isinstance(err, dict) else None
-    return str(msg or getattr(exc, "message", None) or exc)
 
 
 def _tool_call_dict(call: Any) -> dict[str, Any]:
@@ -196,7 +189,7 @@ class AnthropicChat(BaseChatModel):
             if self._retryable(exc) is None:
                 raise ModelError(
                     f"{self.config.name}: Anthropic API error {exc.status_code}"
-                    f"{' (' + str(exc.type) + ')' if getattr(exc, 'type', None) else ''}: {_api_message(exc)}"
+                    f"{' (' + str(exc.type) + ')' if getattr(exc, 'type', None) else ''}: {api_error_message(exc)}"
                 ) from exc
             raise
         return self._parse(resp)

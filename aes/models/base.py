@@ -133,6 +133,16 @@ def status_retry_delay(status: int, headers: Any) -> float | None:
     return None
 
 
+def api_error_message(exc: Any) -> str:
+    """The server's own message of an SDK error (nested ``{"error": {...}}`` or flat, as vLLM sends)."""
+    msg = getattr(exc, "api_message", None)
+    body = getattr(exc, "body", None)
+    if not msg and isinstance(body, dict):
+        err = body.get("error", body)
+        msg = err.get("message") if isinstance(err, dict) else err
+    return str(msg or getattr(exc, "message", None) or exc)
+
+
 class RunBudget:
     """Run-level USD and token limits shared by every model of a run (thread-safe)."""
 

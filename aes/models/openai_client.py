@@ -29,6 +29,7 @@ from aes.models.base import (
     ToolCall,
     ToolSpec,
     Usage,
+    api_error_message,
     status_retry_delay,
 )
 
@@ -50,14 +51,6 @@ _MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 
 
 
-
-def _api_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    msg = None
-    if isinstance(body, dict):  # the SDK already unwrapped {"error": {...}}; vLLM may not nest
-        err = body.get("error", body)
-        msg = err.get("message") if isinstance(err, dict) else err
-    return str(msg or getattr(exc, "message", None) or exc)
 
 
 def _wire_tool_call(call: Any) -> dict[str, Any]:
@@ -176,7 +169,7 @@ class OpenAIChat(BaseChatModel):
             if self._retryable(exc) is None:
                 raise ModelError(
                     f"{self.config.name}: {'server' if self.compatible else 'OpenAI API'} error "
-                    f"{exc.status_code}: {_api_message(exc)}") from exc
+                    f"{exc.status_code}: {api_error_message(exc)}") from exc
             raise
         return self._parse(resp)
 
