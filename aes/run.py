@@ -50,13 +50,16 @@ def validate(cfg: AesConfig, run_dir: Path, tasks: str | None = None) -> bool:
 
 
 def run(cfg: AesConfig, run_dir: Path) -> bool:
-    """The flywheel. Until its stages exist, this validates the seed tasks and says so."""
-    log.warning(
-        "the flywheel (rollouts -> assignments -> propose -> admit -> calibrate -> train -> "
-        "refresh) is not built yet; this run validates the %s domain's seed tasks instead",
-        cfg.domain.name,
-    )
-    return validate(cfg, run_dir)
+    """The flywheel: rollouts -> assignments -> propose -> admit -> calibrate -> train -> refresh."""
+    from aes.flywheel import Flywheel
+
+    flywheel = Flywheel(cfg, run_dir)
+    try:
+        flywheel.run()
+    finally:
+        flywheel.close()
+    log.info("run dir: %s (metrics.jsonl, report.html, pool/, trajectories/)", run_dir)
+    return True
 
 
 def dispatch(cfg: AesConfig, run_dir: Path) -> bool:

@@ -359,6 +359,30 @@ class LoggerConfig:
 
 
 @dataclass
+class FlywheelConfig:
+    """Sizes of the whole loop (``conf/flywheel``; paper App. G.1 in ``experiment=paper_*``)."""
+
+    rounds: int = 1
+    """Rounds of rollouts -> assignments -> propose -> admit -> calibrate -> train."""
+    assignments_per_round: int = 2
+    """Proposer episodes per round."""
+    proposer_samples: int = 1
+    """Episodes per assignment; > 1 gives the shared-policy proposer a group to centre its rewards on."""
+    updates_per_round: int = 1
+    """DPPO updates of the solver per round."""
+    pool_size: int = 256
+    """Target size of the active pool; no more assignments are given once it is reached."""
+    min_pool: int = 4
+    """A refresh never retires envs below this many admitted ones."""
+    max_group_draws: int = 3
+    """Draw up to this many times ``trainer.envs_per_update`` envs looking for groups with reward spread."""
+    shared_policy: bool = False
+    """One policy is proposer and solver and is trained on both reward groups (experiment=self_play)."""
+    train_proposer: bool = True
+    """In shared-policy mode, also train on the proposer's episodes (off: the Fig. 20 ablation)."""
+
+
+@dataclass
 class BudgetConfig:
     """Run-level spending limits on model calls (``budget.*``)."""
 
@@ -408,6 +432,8 @@ class AesConfig:
     """Metrics logging."""
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     """Spending limits on model calls for the whole run."""
+    flywheel: FlywheelConfig = field(default_factory=FlywheelConfig)
+    """Sizes of the whole loop."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

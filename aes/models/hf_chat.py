@@ -18,14 +18,22 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
 from aes.config import ModelConfig
-from aes.models.base import BaseChatModel, ChatResult, ModelError, RunBudget, ToolSpec, Usage
+from aes.models.base import (
+    BaseChatModel,
+    ChatResult,
+    ModelError,
+    RunBudget,
+    ToolSpec,
+    Usage,
+)
 from aes.models.local import chat_messages
 
 
@@ -83,11 +91,18 @@ class Policy:
     def sequence_logprobs(self, prompt_ids: list[int], completion_ids: list[int],
                           temperature: float = 1.0) -> torch.Tensor:
         """Log-probs of ``completion_ids`` after ``prompt_ids`` under ``softmax(logits / T)`` (no grad)."""
-        ids = torch.tensor([list(prompt_ids) + list(completion_ids)], dtype=torch.long)
+        ids = torch.tensor([list(prompt_ids) + list(completion_ids)], dtype=torch.long, device=_device(self.model))
         with self.eval_mode(), torch.no_grad():
-            logits = self.model(input_ids=ids).logits[0, len(prompt_ids) - 1:-1].float()
+            logits = self.model(input_ids=ids).logits[0, len(prompt_ids) - 1:-1].float().cpu()
         logp = torch.log_softmax(logits / max(float(temperature), 1e-6), dim=-1)
         return logp.gather(-1, torch.tensor(completion_ids, dtype=torch.long)[:, None])[:, 0]
+
+
+def _device(model: Any) -> torch.device:
+    try:
+        return next(model.parameters()).device
+    except StopIteration:
+        return torch.device("cpu")
 
 
 @dataclass
@@ -108,13 +123,15 @@ def sample_tokens(model: Any, prompt_ids: list[int], *, max_new_tokens: int, tem
     """
     if not prompt_ids:
         raise ModelError("empty prompt")
+    device = _device(model)
     eos = set(eos_token_ids)
     ids: list[int] = []
     logprobs: list[float] = []
     # transformers 5.24 names the KV cache ``cache`` (``past_key_values`` is deprecated).
-    out = model(input_ids=torch.tensor([prompt_ids], dtype=torch.long), use_cache=True, logits_to_keep=1)
+    out = model(input_ids=torch.tensor([prompt_ids], dtype=torch.long, device=device), use_cache=True,
+                logits_to_keep=1)
     for step in range(max_new_tokens):
-        logits = out.logits[0, -1].float()
+        logits = out.logits[0, -1].float().cpu()  # sampled on the CPU with the CPU generator
         if temperature > 0:
             logp = torch.log_softmax(logits / temperature, dim=-1)
             token = int(torch.multinomial(logp.exp(), 1, generator=generator).item())
@@ -126,7 +143,7 @@ def sample_tokens(model: Any, prompt_ids: list[int], *, max_new_tokens: int, tem
         if token in eos:
             return Sample(ids, logprobs, "stop")
         if step + 1 < max_new_tokens:
-            out = model(input_ids=torch.tensor([[token]], dtype=torch.long), cache=out.cache,
+            out = model(input_ids=torch.tensor([[token]], dtype=torch.long, device=device), cache=out.cache,
                         use_cache=True, logits_to_keep=1)
     return Sample(ids, logprobs, "length")
 

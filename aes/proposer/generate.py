@@ -90,10 +90,12 @@ def ensure_rollouts(stack: ProposerStack) -> list[dict]:
     return [r for r in read_index(index) if r["solver"] == solver and r["env_id"] in ids]
 
 
-def run_assignments(stack: ProposerStack, assignments: list[Assignment]) -> list[EpisodeResult]:
-    log_ = AssignmentLog(stack.pool)
-    for a in assignments:
-        a.assignment_id = log_.open(a.round, a.parent_env_id, a.to_dict())
+def run_assignments(stack: ProposerStack, assignments: list[Assignment], opened: bool = False) -> list[EpisodeResult]:
+    """One episode per assignment, ``harness.episodes_at_once`` at a time (``opened``: already logged)."""
+    if not opened:
+        log_ = AssignmentLog(stack.pool)
+        for a in assignments:
+            a.assignment_id = log_.open(a.round, a.parent_env_id, a.to_dict())
 
     def episode(a: Assignment) -> EpisodeResult:
         workspace = build_workspace(stack.run_dir / "proposer" / "workspaces" / a.assignment_id, a, stack.pool,

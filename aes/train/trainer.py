@@ -121,16 +121,20 @@ class DPPOTrainer:
 
     def _backward(self, mb: Any, normalizer: float, tokens: float) -> dict[str, float]:
         cfg = self.cfg
-        logits = self.engine(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False).logits
-        logp, entropy = token_logprobs(logits[:, :-1], mb.targets, cfg.temperature,
+        # logits only where some row has a loss token (prompts and tool outputs need none)
+        cols = mb.loss_mask.any(dim=0).nonzero().squeeze(-1)
+        logits = self.engine(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False,
+                             logits_to_keep=cols).logits
+        logp, entropy = token_logprobs(logits, mb.targets[:, cols], cfg.temperature,
                                        with_entropy=cfg.entropy_coef > 0)
         del logits
-        loss, stats = dppo_loss(logp, mb.rollout_logp, mb.advantages, mb.loss_mask, cfg.delta_low,
+        mask = mb.loss_mask[:, cols]
+        loss, stats = dppo_loss(logp, mb.rollout_logp[:, cols], mb.advantages, mask, cfg.delta_low,
                                 cfg.delta_high, aggregation=cfg.aggregation, normalizer=normalizer)
         if entropy is not None:
-            bonus = (entropy * mb.loss_mask).sum() / max(tokens, 1.0)  # a token mean in either aggregation
+            bonus = (entropy * mask).sum() / max(tokens, 1.0)  # a token mean in either aggregation
             loss = loss - cfg.entropy_coef * bonus
-            stats["entropy"] = float((entropy * mb.loss_mask).sum() / mb.loss_mask.sum().clamp(min=1))
+            stats["entropy"] = float((entropy * mask).sum() / mask.sum().clamp(min=1))
         self.engine.backward(loss, scale_wrt_gas=False)
         return stats
 

@@ -1,0 +1,115 @@
+"""The trainable solver of a flywheel run: its rollout engine, its policy and its DPPO trainer.
+
+``solver.backend`` decides the rollout engine and how new weights reach it:
+
+* ``tiny`` - the tiny transformers model in this process; rollouts use the trained module itself.
+* ``local`` - SmolLM2 from the embedded GGUF, dequantised into a transformers model in this
+  process; rollouts generate with the trained module itself (exact log-probs; the quantised
+  xllamacpp engine cannot take new weights without a re-export, so it serves only runs
+  without training).
+* ``openai_compatible`` - a vLLM server; the policy is the Hugging Face model ``solver.model``
+  and weights are pushed to the server after every update (GPU clusters).
+
+Hosted APIs (``anthropic``, ``openai``) cannot be trained and are refused with a reason.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from aes.config import AesConfig, ConfigError
+from aes.models import ChatModel, RunBudget, build_model
+
+log = logging.getLogger(__name__)
+
+
+class TrainableSolver:
+    """A chat model whose weights DPPO updates (the trainer is built on first use)."""
+
+    def __init__(self, cfg: AesConfig, chat: ChatModel, policy: Any, sync: Any = None):
+        self.cfg, self.chat, self.policy, self.sync = cfg, chat, policy, sync
+        self._trainer = None
+
+    @property
+    def trainer(self):
+        if self._trainer is None:
+            from aes.train.trainer import DPPOTrainer
+
+            self._trainer = DPPOTrainer(self.cfg.trainer, self.policy, self.sync)
+        return self._trainer
+
+    def proposer(self, cfg: AesConfig, budget: RunBudget) -> ChatModel:
+        """The proposer of a run without a shared policy (same config as the solver: reuse its engine)."""
+        if cfg.proposer == cfg.solver:
+            return self.chat
+        return build_model(cfg.proposer, budget)
+
+    def groups_from(self, trajectories: Path) -> list:
+        from aes.train.episodes import load_groups
+
+        return list(load_groups(trajectories, self.cfg.trainer.max_seq_len, solver=self.chat.config.name))
+
+    def proposer_groups(self, run_dir: Path, round: int) -> list:
+        """This round's proposer episodes, grouped by assignment, rewarded with r_P."""
+        from aes.train.advantages import proposer_reward
+        from aes.train.episodes import PROPOSER, Group, TrajectoryError, episode_from_trajectory
+
+        groups: dict[str, list] = {}
+        for path in sorted((run_dir / "proposer" / "proposer_trajectories").glob("*.json")):
+            data = json.loads(path.read_text())
+            extra = data.get("extra") or {}
+            assignment = extra.get("assignment") or {}
+            if assignment.get("round") != round:
+                continue
+            reward = proposer_reward(extra.get("outcome", "broken"), self.cfg.trainer.proposer_partial_reward)
+            try:
+                episode = episode_from_trajectory(data, self.cfg.trainer.max_seq_len, str(path), reward=reward)
+            except TrajectoryError as exc:
+                log.warning("proposer episode not trainable: %s", exc)
+                continue
+            if episode is not None:
+                groups.setdefault(assignment.get("group") or assignment.get("assignment_id", ""), []).append(episode)
+        return [Group(key, eps, PROPOSER) for key, eps in groups.items() if len({e.reward for e in eps}) > 1]
+
+    def update(self, groups: list, collected: int) -> dict:
+        from aes.train.advantages import Batch
+
+        return self.trainer.update(Batch(groups, collected=collected, target=len(groups)))
+
+    def save(self, directory: Path) -> None:
+        self.trainer.save(directory)
+
+    def restore(self, directory: Path) -> None:
+        if directory.exists():
+            step = self.trainer.load(directory)
+            log.info("resumed the solver from %s (update %s)", directory, step)
+
+    def close(self) -> None:
+        if self._trainer is not None:
+            self._trainer.close()
+        self.chat.close()
+
+
+def build_trainable_solver(cfg: AesConfig, budget: RunBudget) -> TrainableSolver:
+    backend = cfg.solver.backend
+    if backend == "tiny":
+        chat = build_model(cfg.solver, budget)
+        return TrainableSolver(cfg, chat, chat.policy)
+    if backend == "local":
+        from aes.models.hf_chat import TransformersChat, load_gguf_policy
+
+        policy = load_gguf_policy(cfg.solver.model)
+        return TrainableSolver(cfg, TransformersChat(cfg.solver, budget, policy=policy), policy)
+    if backend == "openai_compatible":
+        from transformers import AutoModelForCausalLM
+
+        from aes.train.sync import build_weight_sync
+
+        chat = build_model(cfg.solver, budget)
+        model = AutoModelForCausalLM.from_pretrained(cfg.solver.model)
+        return TrainableSolver(cfg, chat, model, build_weight_sync(cfg.trainer, cfg.solver))
+    raise ConfigError(f"solver.backend={backend} cannot be trained: choose an open solver "
+                      "(solver=local, solver=tiny, or solver=qwen served by vLLM)")

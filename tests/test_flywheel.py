@@ -1,0 +1,76 @@
+"""The whole loop end to end with the tiny model in Docker, and resuming after kill -9."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from aes.pool import PoolStore
+from aes.report.metrics import read_metrics
+from tests.conftest import FIXTURES, REPO
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+SEEDS = FIXTURES.parent / "flywheel_seeds"
+
+
+def command(run_dir, *extra):
+    return [sys.executable, "-m", "aes.run", "experiment=smoke", f"domain.seeds={SEEDS}",
+            f"hydra.run.dir={run_dir}", *extra]
+
+
+def aes_containers_of_dead_owners(sandbox) -> list:
+    from aes.sandbox.docker_client import _owner_alive
+
+    return [c for c in sandbox.client.api.containers(all=True, filters={"label": "aes.managed=true"})
+            if not _owner_alive(c["Labels"])]
+
+
+def test_smoke_run_updates_and_records(sandbox, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(command(run_dir), capture_output=True, text=True, cwd=REPO, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = read_metrics(run_dir / "metrics.jsonl")
+    [update] = [r for r in rows if r["event"] == "update"]
+    assert update["dppo/groups_kept"] >= 1 and update["dppo/masked_fraction"] is not None
+    [round_row] = [r for r in rows if r["event"] == "round"]
+    for key in ("valid_env_rate", "admitted", "pool_size", "solver_reward_mean", "dppo/masked_fraction",
+                "cost_usd", "tokens"):
+        assert key in round_row
+    assert (run_dir / "report.html").read_text().count("<img") == 6
+    assert (run_dir / "config.yaml").exists() and any((run_dir / "checkpoints").iterdir())
+    assert (run_dir / "trajectories" / "index.jsonl").exists()
+
+
+def test_resume_after_kill_loses_and_duplicates_nothing(sandbox, tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = command(run_dir, "flywheel.rounds=2")
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 600
+    while time.time() < deadline:  # kill once attempts are being written, mid-rollout
+        if len(list((run_dir / "trajectories").rglob("*.json"))) >= 2:
+            break
+        time.sleep(0.5)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = {e.env_id for e in PoolStore(run_dir / "pool").envs("admitted")}
+
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=1500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    pool = PoolStore(run_dir / "pool")
+    assert pool.check() == []
+    hashes = [e.content_hash for e in pool.envs()]
+    assert len(hashes) == len(set(hashes))
+    assert before <= {e.env_id for e in pool.envs("admitted")}
+    rounds = sorted({r["round"] for r in read_metrics(run_dir / "metrics.jsonl") if r["event"] == "round"})
+    assert rounds == [1, 2]
+    assert pool.get_meta("flywheel.round") == 2
+    assert aes_containers_of_dead_owners(sandbox) == []
+    attempts = [json.loads(p.read_text())["extra"]["attempt"] for p in (run_dir / "trajectories").rglob("[0-9]*.json")]
+    assert attempts  # trajectories written before the kill were kept and reused
