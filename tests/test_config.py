@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from aes.config import CONF_DIR, ConfigError, compose_config, load_config
 from aes.config import schema
 
-GROUPS = ["proposer", "solver", "agent", "harness", "domain", "admission", "calibration", "trainer", "sandbox", "logger"]
+GROUPS = ["proposer", "solver", "agent", "harness", "domain", "admission", "flywheel", "calibration", "trainer", "sandbox", "logger"]
 
 
 def options(group: str) -> list[str]:
@@ -96,3 +96,32 @@ def test_run_entry_point_fails_clearly_for_unbuilt_modes(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode != 0
     assert "mode=train is not available yet: it needs the DPPO trainer" in proc.stdout + proc.stderr
+
+
+SWEEPS = CONF_DIR.parent / "sweeps"
+
+
+@pytest.mark.parametrize("sweep", sorted(p.stem for p in SWEEPS.glob("*.yaml")))
+def test_every_sweep_composes_and_names_its_params(sweep):
+    params = compose_sweep(sweep, [], hydra=True).hydra.sweeper.params
+    assert params
+    for key, values in params.items():  # every swept value must compose on its own
+        for value in str(values).split(","):
+            load_config(compose_sweep(sweep, [f"{key}={value}"]))
+
+
+def compose_sweep(sweep: str, overrides: list[str], hydra: bool = False):
+    """A sweep file as ``python -m aes.run -cd sweeps -cn SWEEP`` composes it."""
+    with initialize_config_dir(config_dir=str(SWEEPS), version_base="1.3"):
+        return compose(config_name=sweep, overrides=[f"hydra.searchpath=[file://{CONF_DIR}]", *overrides],
+                       return_hydra_config=hydra)
+
+
+def test_slurm_cluster_profile_composes():
+    slurm_dir = CONF_DIR.parent / "slurm"
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", return_hydra_config=True,
+                      overrides=[f"hydra.searchpath=[file://{slurm_dir}]", "hydra/launcher=example_cluster"])
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("SlurmLauncher") and launcher.partition == "gpu"
+    assert launcher.gpus_per_node == 8 and "source .venv/bin/activate" in launcher.setup

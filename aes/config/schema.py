@@ -118,6 +118,8 @@ class HarnessConfig:
     """Most characters of parent task files and trajectories put in a prompt-harness prompt."""
     web_access: bool = False
     """Give the proposer web access (off by default, as in the paper)."""
+    solver_feedback: bool = True
+    """Show the proposer the solver's trajectories, rewards and failures (off: the Table 3 ablation)."""
 
     def __post_init__(self) -> None:
         if self.name not in ("prompt", "prompt_feedback", "terminal"):

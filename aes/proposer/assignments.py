@@ -31,8 +31,12 @@ class Assignment:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def brief(self) -> str:
-        """The assignment as the proposer reads it."""
+    def brief(self, solver_feedback: bool = True) -> str:
+        """The assignment as the proposer reads it (without solver statistics if not ``solver_feedback``)."""
+        if not solver_feedback:
+            return (f"# Assignment {self.assignment_id}\n\nParent task: {self.parent_name} (its files are in "
+                    f"past_environments/{self.parent_env_id}/)\n\nBuild a new related task that a capable "
+                    "terminal agent would solve only sometimes.\n")
         mean = "unknown" if self.mean_reward is None else f"{self.mean_reward:.2f}"
         why = {
             SIMPLER: "The solver keeps failing it. Build a SIMPLER related task that exercises the same "

@@ -100,7 +100,7 @@ def run_assignments(stack: ProposerStack, assignments: list[Assignment], opened:
     def episode(a: Assignment) -> EpisodeResult:
         workspace = build_workspace(stack.run_dir / "proposer" / "workspaces" / a.assignment_id, a, stack.pool,
                                     stack.rollouts.root, instructions_dir(stack.cfg.domain),
-                                    stack.run_dir / "proposer")
+                                    stack.run_dir / "proposer", stack.cfg.harness.solver_feedback)
         return run_episode(a, workspace, stack.harness(), stack.pipeline, stack.pool,
                            stack.cfg.harness.max_revisions, stack.run_dir / "proposer")
 

@@ -30,7 +30,8 @@ def context_message(assignment: Assignment, workspace: Workspace, max_chars: int
     runs = sorted((workspace.root / "past_trajectories" / assignment.parent_env_id / assignment.solver).glob("*.json"))
     digests = "\n\n".join(trajectory_digest(p, max_chars // 10) for p in runs[:4]) or "(none recorded)"
     notes = (workspace.memory / "notes.md").read_text() if (workspace.memory / "notes.md").exists() else ""
-    return (f"{assignment.brief()}\n## Parent task files\n{render_files(parent, max_chars // 2)}\n"
+    brief = (workspace.root / "instructions" / "ASSIGNMENT.md").read_text()
+    return (f"{brief}\n## Parent task files\n{render_files(parent, max_chars // 2)}\n"
             f"## The solver's attempts on the parent\n{digests}\n\n## Your notes from earlier rounds\n"
             f"{notes[: max_chars // 8]}\n\n## Output\n{FORMAT_HELP}\nWrite the complete new task now.")
 

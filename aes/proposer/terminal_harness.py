@@ -81,7 +81,8 @@ class TerminalHarness:
                            else FENCED_TOOLS)
         self.episode = Episode(self.model, self.agent_cfg, self.container, system,
                                self.tools.host_tools(workspace), agent_name="aes-proposer-terminal")
-        return self._run(assignment.brief() + "\nStart by reading /workspace/instructions/.")
+        brief = (workspace.root / "instructions" / "ASSIGNMENT.md").read_text()
+        return self._run(brief + "\nStart by reading /workspace/instructions/.")
 
     def revise(self, feedback: str) -> Path | None:
         return self._run(f"{feedback}\n\nFix the task in a new draft directory, validate it, and submit again.")

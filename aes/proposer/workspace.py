@@ -55,16 +55,22 @@ class Workspace:
 
 
 def build_workspace(root: Path, assignment: Assignment, pool: PoolStore, trajectories: Path,
-                    instructions: Path, persistent: Path) -> Workspace:
-    """Lay out a fresh workspace for ``assignment``; ``persistent`` holds memory/ and tools/."""
+                    instructions: Path, persistent: Path, solver_feedback: bool = True) -> Workspace:
+    """Lay out a fresh workspace for ``assignment``; ``persistent`` holds memory/ and tools/.
+
+    Without ``solver_feedback`` the proposer sees no trajectories and no solver statistics.
+    """
     if root.exists():
         shutil.rmtree(root)
     (root / "instructions").mkdir(parents=True)
     for doc in sorted(instructions.glob("*.md")):
         shutil.copy2(doc, root / "instructions" / doc.name)
-    (root / "instructions" / "ASSIGNMENT.md").write_text(assignment.brief())
+    (root / "instructions" / "ASSIGNMENT.md").write_text(assignment.brief(solver_feedback))
     _copy_environments(root / "past_environments", pool, assignment.parent_env_id)
-    _copy_trajectories(root / "past_trajectories", trajectories, assignment)
+    if solver_feedback:
+        _copy_trajectories(root / "past_trajectories", trajectories, assignment)
+    else:
+        (root / "past_trajectories").mkdir()
     for name in ("memory", "tools"):
         (persistent / name).mkdir(parents=True, exist_ok=True)
     notes = persistent / "memory" / "notes.md"
