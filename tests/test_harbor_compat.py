@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -44,9 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import tomlkit
 
 from aes.admission import Validator
+from aes.sandbox.harbor_copy import harbor_copy
 
 pytestmark = pytest.mark.compat
 
@@ -57,76 +56,13 @@ SEED_NAMES = sorted(p.name for p in SEEDS.iterdir() if (p / "task.toml").is_file
 AGENTS = ("oracle", "nop")
 
 # A FROM line: optional --platform style flags, the image, then e.g. "AS stage".
-_FROM = re.compile(r"^(\s*FROM\s+(?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE | re.MULTILINE)
 
 
 # -- task copies Harbor can run here ---------------------------------------------------------
-def harbor_copy(src: Path, dst: Path, resolve_base) -> None:
-    """Copy a task, rebasing its Dockerfile the way aes would and making its network public.
-
-    ``resolve_base`` is ``ImageBuilder.resolve_base``: ref -> (image, image id, failure).
-    """
-    shutil.copytree(src, dst, symlinks=True)
-
-    def image_for(ref: str) -> str:
-        image, _, failure = resolve_base(ref)
-        if failure is not None:
-            raise RuntimeError(f"{src.name}: aes cannot resolve base image {ref!r}: {failure}")
-        return image
-
-    dockerfile = dst / "environment" / "Dockerfile"
-    if dockerfile.is_file():
-        text = dockerfile.read_text(encoding="utf-8")
-        stages = {m.group(3).split()[-1].lower() for m in _FROM.finditer(text)
-                  if len(m.group(3).split()) == 2 and m.group(3).split()[0].upper() == "AS"}
-
-        def rebase(match: re.Match[str]) -> str:
-            ref = match.group(2)
-            if ref.lower() in stages or "$" in ref or ref == "scratch":
-                return match.group(0)
-            return f"{match.group(1)}{image_for(ref)}{match.group(3)}"
-
-        dockerfile.write_text(_FROM.sub(rebase, text), encoding="utf-8")
-
-    toml_path = dst / "task.toml"
-    doc = tomlkit.parse(toml_path.read_text(encoding="utf-8"))
-    environment = doc.get("environment")
-    if environment is not None and environment.get("docker_image"):
-        environment["docker_image"] = image_for(str(environment["docker_image"]))
-    _make_public(doc)
-    toml_path.write_text(tomlkit.dumps(doc), encoding="utf-8")
 
 
-def _make_public(table) -> None:
-    """Set every ``network_mode`` (task-wide and per phase or step) to public."""
-    if isinstance(table, dict):
-        if "network_mode" in table:
-            table["network_mode"] = "public"
-            table.pop("allowed_hosts", None)
-        if "allow_internet" in table:  # Harbor's deprecated spelling
-            table["allow_internet"] = True
-        for value in list(table.values()):
-            _make_public(value)
-    elif isinstance(table, list):
-        for value in table:
-            _make_public(value)
 
 
-# -- Harbor ----------------------------------------------------------------------------------
-def harbor_env() -> dict[str, str]:
-    """Install (or reuse) Harbor and return the environment to run it with."""
-    proc = subprocess.run(["bash", str(INSTALLER)], capture_output=True, text=True, timeout=1800)
-    if proc.returncode != 0:
-        pytest.fail(f"{INSTALLER.relative_to(REPO)} failed (exit {proc.returncode}):\n"
-                    f"{proc.stderr[-4000:]}", pytrace=False)
-    dumped = subprocess.run(
-        ["bash", "-c", 'set -a; eval "$1"; env -0', "_", proc.stdout],
-        capture_output=True, text=True, check=True,
-    ).stdout
-    env = dict(item.split("=", 1) for item in dumped.split("\0") if "=" in item)
-    for key in ("HARBOR_BIN", "DOCKER_CONFIG", "LITELLM_LOCAL_MODEL_COST_MAP"):
-        assert key in env, f"the installer did not export {key}: {proc.stdout!r}"
-    return env
 
 
 @dataclass
@@ -208,6 +144,23 @@ def image_builder(cfg):
         pytest.skip(f"Docker engine unreachable, Harbor compatibility not checked: {exc}")
 
 
+# -- Harbor ----------------------------------------------------------------------------------
+def harbor_env() -> dict[str, str]:
+    """Install (or reuse) Harbor and return the environment to run it with."""
+    proc = subprocess.run(["bash", str(INSTALLER)], capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        pytest.fail(f"{INSTALLER.relative_to(REPO)} failed (exit {proc.returncode}):\n"
+                    f"{proc.stderr[-4000:]}", pytrace=False)
+    dumped = subprocess.run(
+        ["bash", "-c", 'set -a; eval "$1"; env -0', "_", proc.stdout],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    env = dict(item.split("=", 1) for item in dumped.split("\0") if "=" in item)
+    for key in ("HARBOR_BIN", "DOCKER_CONFIG", "LITELLM_LOCAL_MODEL_COST_MAP"):
+        assert key in env, f"the installer did not export {key}: {proc.stdout!r}"
+    return env
+
+
 @pytest.fixture(scope="session")
 def harbor_job(image_builder, tmp_path_factory):
     """Harbor's oracle and nop on a copy of every seed task, all in one job."""
@@ -218,8 +171,8 @@ def harbor_job(image_builder, tmp_path_factory):
     errors: dict[str, str] = {}
     for name in SEED_NAMES:
         try:
-            harbor_copy(SEEDS / name, copies / name, image_builder.resolve_base)
-        except Exception as exc:  # reported by that task's test; the others still run
+            harbor_copy(SEEDS / name, copies / name, image_builder)
+        except (RuntimeError, OSError, ValueError) as exc:  # that task's test reports it
             shutil.rmtree(copies / name, ignore_errors=True)
             errors[name] = str(exc)
     n_trials = len(AGENTS) * (len(SEED_NAMES) - len(errors))

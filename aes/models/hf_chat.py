@@ -159,6 +159,8 @@ class TransformersChat(BaseChatModel):
         if policy is None:
             raise ModelError(f"{cfg.name}: TransformersChat needs a policy")
         self.policy = policy
+        if cfg.threads:  # torch's thread count is per process: it also applies to a trainer here
+            torch.set_num_threads(int(cfg.threads))
         # Each call draws its own seed: reproducible in call order for a fixed cfg.seed.
         self._rng = random.Random(cfg.seed) if cfg.seed is not None else random.SystemRandom()
         self._rng_lock = threading.Lock()

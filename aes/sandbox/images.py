@@ -108,7 +108,7 @@ class ImageBuilder:
             log.warning("using local %s in place of %s (it cannot be pulled)", alias, ref)
         return alias, alias_id, None
 
-    def _rewrite_from(self, dockerfile: str) -> tuple[str, list[str], list[str], Reason | None]:
+    def rewrite_from(self, dockerfile: str) -> tuple[str, list[str], list[str], Reason | None]:
         """Dockerfile with substituted bases, substitutions made, base ids, first failure."""
         stages = {args.split()[-1].lower() for word, args, _ in dockerfile_instructions(dockerfile)
                   if word == "FROM" and len(args.split()) >= 3 and args.split()[-2].upper() == "AS"}
@@ -176,7 +176,7 @@ class ImageBuilder:
             return BuildResult(image=None if reason else image, cached=True, reason=reason,
                                seconds=time.monotonic() - start)
         text = task.dockerfile.read_text(encoding="utf-8", errors="replace")
-        dockerfile, subs, base_ids, failure = self._rewrite_from(text)
+        dockerfile, subs, base_ids, failure = self.rewrite_from(text)
         if failure:
             return BuildResult(image=None, reason=failure, substitutions=subs,
                                seconds=time.monotonic() - start)
