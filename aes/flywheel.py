@@ -20,12 +20,12 @@ from aes.calibration import ADMIT, decide
 from aes.config import AesConfig
 from aes.models import RunBudget
 from aes.pool import AssignmentLog
-from aes.proposer.assignments import Assignment, make_assignments
+from aes.proposer.assignments import Assignment
 from aes.proposer.episode import EpisodeResult
-from aes.proposer.generate import build_stack, ensure_rollouts, run_assignments, seed_pool, summarize
+from aes.proposer.generate import assign, build_stack, run_assignments, seed_pool, summarize
 from aes.report.html import write_report
 from aes.report.metrics import MetricsLogger
-from aes.rollout import RolloutRunner
+from aes.rollout import RolloutRunner, read_index
 from aes.sandbox import TrialRunner
 from aes.train.advantages import has_spread
 from aes.train.policy import TrainableSolver, build_trainable_solver
@@ -37,7 +37,7 @@ class Flywheel:
     def __init__(self, cfg: AesConfig, run_dir: Path):
         self.cfg, self.run_dir = cfg, run_dir
         self.budget = RunBudget(cfg.budget)
-        self.solver: TrainableSolver = build_trainable_solver(cfg, self.budget)
+        self.solver: TrainableSolver = build_trainable_solver(cfg, self.budget, run_dir)
         self.trials = TrialRunner(cfg.sandbox)
         self.rollouts = RolloutRunner(self.solver.chat, cfg.agent, self.trials, run_dir, cfg.sandbox.concurrency)
         proposer = self.solver.chat if cfg.flywheel.shared_policy else self.solver.proposer(cfg, self.budget)
@@ -55,19 +55,14 @@ class Flywheel:
         while self.round < self.cfg.flywheel.rounds:
             log.info("round %d of %d (%d DPPO updates so far)", self.round + 1, self.cfg.flywheel.rounds,
                      self.updates)
-            rows = self.solver_rollouts()
-            results = self.propose(self.assignments(rows))
+            results = self.propose(self.assignments())
             train = [self.train_step() for _ in range(self.cfg.flywheel.updates_per_round)]
             self.log_round(results, train)
             self.round += 1
             self.pool.set_meta("flywheel.round", self.round)
         write_report(self.run_dir, self.pool.envs(), f"aes run {self.run_dir.name}")
 
-    def solver_rollouts(self) -> list[dict]:
-        """The solver's index rows on every admitted env (missing attempts are run)."""
-        return ensure_rollouts(self.stack)
-
-    def assignments(self, rows: list[dict]) -> list[Assignment]:
+    def assignments(self) -> list[Assignment]:
         """This round's assignments (the same ones again when a killed round is resumed)."""
         saved = self.pool.get_meta(f"flywheel.round.{self.round}.assignments")
         if saved is not None:
@@ -75,7 +70,7 @@ class Flywheel:
             return [Assignment(**a) for a in saved if a["assignment_id"] not in closed]
         room = self.cfg.flywheel.pool_size - len(self.pool.envs("admitted"))
         n = min(self.cfg.flywheel.assignments_per_round, max(room, 0))
-        picked = make_assignments(rows, n, self.round, self.cfg.seed)
+        picked = assign(self.stack, n, self.round)  # rolls the solver out on the chosen parents
         todo = [Assignment(**{**a.to_dict(), "group": f"r{self.round}-{i}"})
                 for i, a in enumerate(picked) for _ in range(self.cfg.flywheel.proposer_samples)]
         log_ = AssignmentLog(self.pool)
@@ -109,11 +104,28 @@ class Flywheel:
             self.refresh()
         return stats
 
+    def training_envs(self) -> list:
+        """Admitted envs in the order to draw them: those where the solver's rewards varied
+        before first, then those it partly solved, then unseen ones, then flat ones."""
+        rows = {r["env_id"]: r for r in read_index(self.rollouts.root / "index.jsonl")
+                if r["solver"] == self.rollouts.solver_name}
+
+        def tier(env) -> int:
+            row = rows.get(env.env_id)
+            if row is None or row.get("mean") is None:
+                return 2
+            if (row.get("std") or 0.0) > 0.0:
+                return 0
+            return 1 if 0.0 < row["mean"] < 1.0 else 3
+
+        envs = self.pool.envs("admitted")
+        random.Random(self.cfg.seed * 7919 + self.updates).shuffle(envs)
+        return sorted(envs, key=tier)
+
     def solver_groups(self) -> tuple[list, int]:
         """Draw envs and roll out ``attempts_per_env`` attempts each until enough groups vary."""
         trainer = self.cfg.trainer
-        envs = self.pool.envs("admitted")
-        random.Random(self.cfg.seed * 7919 + self.updates).shuffle(envs)
+        envs = self.training_envs()
         runner = RolloutRunner(self.solver.chat, self.cfg.agent, self.trials,
                                self.run_dir / "train" / f"u{self.updates + 1:04d}", self.cfg.sandbox.concurrency)
         kept, collected = [], 0

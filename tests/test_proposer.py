@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections import Counter
 
 import pytest
 
@@ -56,14 +55,29 @@ def test_review_verdict_parsing(cfg, tmp_path):
     assert [r.code for r in garbage.reasons] == ["review.unparseable"]
 
 
-def test_assignments_follow_the_solver_and_rotate():
+def test_assignments_follow_the_solver():
     rows = [{"env_id": "a", "task": "t/a", "solver": "s", "mean": 0.1, "most_common_failure": "x failed"},
             {"env_id": "b", "task": "t/b", "solver": "s", "mean": 0.9, "most_common_failure": None}]
-    used = Counter()
-    out = make_assignments(rows, 4, round=1, seed=0, used=used)
-    assert Counter(a.parent_env_id for a in out) == {"a": 2, "b": 2}
-    assert {a.parent_env_id: a.direction for a in out} == {"a": SIMPLER, "b": HARDER}
-    assert "SIMPLER" in next(a for a in out if a.parent_env_id == "a").brief()
+    out = make_assignments([("a", "t/a"), ("b", "t/b"), ("c", "t/c")], rows, "s", round=1)
+    assert [a.direction for a in out] == [SIMPLER, HARDER, SIMPLER]  # no rollouts on c: start simpler
+    assert out[0].most_common_failure == "x failed" and out[2].mean_reward is None
+    assert "SIMPLER" in out[0].brief() and "x failed" in out[0].brief()
+    assert "mean reward" not in out[0].brief(solver_feedback=False)
+
+
+@pytest.mark.docker
+def test_parents_rotate_least_used_first(stack_factory, tmp_path):
+    from aes.pool import AssignmentLog
+    from aes.proposer.generate import pick_parents, seed_pool
+
+    stack = stack_factory([], [])
+    seed_pool(stack)
+    envs = stack.pool.envs("admitted")
+    first = pick_parents(stack, len(envs), round=0)
+    assert sorted(e.env_id for e in first) == sorted(e.env_id for e in envs)
+    for env in first[:-1]:
+        AssignmentLog(stack.pool).open(0, env.env_id, {})
+    assert pick_parents(stack, 1, round=1)[0].env_id == first[-1].env_id
 
 
 # -- whole episodes (Docker) ---------------------------------------------------------------

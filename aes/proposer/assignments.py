@@ -2,13 +2,10 @@
 
 When the solver keeps failing the parent (mean reward below 0.5) the proposer is asked
 for a simpler variant; when it succeeds, for a harder one (longer horizon, an extra step).
-Parents are taken in turn, least-used first, so every pool env gets children.
 """
 
 from __future__ import annotations
 
-import random
-from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -52,22 +49,14 @@ class Assignment:
                 f"(its attempts are in past_trajectories/{self.parent_env_id}/{self.solver}/)\n\n{why}\n")
 
 
-def make_assignments(index_rows: list[dict], n: int, round: int, seed: int,
-                     used: Counter | None = None) -> list[Assignment]:
-    """``n`` assignments from the index rows of pool envs (one solver's rows)."""
-    if not index_rows:
-        return []
-    used = used if used is not None else Counter()
-    rng = random.Random(seed * 1_000_003 + round)
-    rows = list(index_rows)
-    rng.shuffle(rows)
+def make_assignments(parents: list[tuple[str, str]], rows: list[dict], solver: str, round: int) -> list[Assignment]:
+    """One assignment per parent ``(env_id, name)``, directed by the solver's index row on it."""
+    by_env = {r["env_id"]: r for r in rows}
     out = []
-    for _ in range(n):
-        row = min(rows, key=lambda r: used[r["env_id"]])
-        used[row["env_id"]] += 1
+    for env_id, name in parents:
+        row = by_env.get(env_id, {})
         mean = row.get("mean")
-        direction = SIMPLER if mean is None or mean < 0.5 else HARDER
-        out.append(Assignment(parent_env_id=row["env_id"], parent_name=row["task"], solver=row["solver"],
-                              mean_reward=mean, most_common_failure=row.get("most_common_failure"),
-                              direction=direction, round=round))
+        out.append(Assignment(parent_env_id=env_id, parent_name=name, solver=solver, mean_reward=mean,
+                              most_common_failure=row.get("most_common_failure"),
+                              direction=SIMPLER if mean is None or mean < 0.5 else HARDER, round=round))
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from aes.calibration import Calibrator
 from aes.config import AesConfig, ConfigError
 from aes.domains import instructions_dir, seeds_dir
 from aes.models import ChatModel
-from aes.pool import AssignmentLog, PoolStore
+from aes.pool import AssignmentLog, EnvRecord, PoolStore
 from aes.proposer.assignments import Assignment, make_assignments
 from aes.proposer.episode import EpisodeResult, run_episode
 from aes.proposer.harness import PromptFeedbackHarness, PromptHarness
@@ -76,18 +77,36 @@ def seed_pool(stack: ProposerStack) -> None:
     log.info("seeded the pool with %d task(s) from %s", len(paths), seeds_dir(stack.cfg.domain))
 
 
-def ensure_rollouts(stack: ProposerStack) -> list[dict]:
-    """Index rows of the current solver on every admitted env (rolling out the missing ones)."""
-    solver = stack.rollouts.solver_name
+def pick_parents(stack: ProposerStack, n: int, round: int) -> list[EnvRecord]:
+    """``n`` admitted envs to build on: the least used as parents first, ties broken at random."""
     envs = stack.pool.envs("admitted")
+    if not envs or n <= 0:
+        return []
+    used = Counter(r["parent_id"] for r in AssignmentLog(stack.pool).rows())
+    rng = random.Random(stack.cfg.seed * 1_000_003 + round)
+    rng.shuffle(envs)
+    ranked = sorted(envs, key=lambda e: used[e.env_id])
+    return [ranked[i % len(ranked)] for i in range(n)]
+
+
+def ensure_rollouts(stack: ProposerStack, envs: list[EnvRecord]) -> list[dict]:
+    """Index rows of the current solver on ``envs`` (rolling out those without any)."""
+    solver = stack.rollouts.solver_name
     index = stack.rollouts.root / "index.jsonl"
     have = {r["env_id"] for r in read_index(index) if r["solver"] == solver}
-    missing = [e.load() for e in envs if e.env_id not in have]
+    missing = list({e.env_id: e for e in envs if e.env_id not in have}.values())
     if missing:
         log.info("rolling out %s on %d pool env(s) without trajectories", solver, len(missing))
-        stack.rollouts.run(missing, stack.cfg.calibration.initial_attempts)
+        stack.rollouts.run([e.load() for e in missing], stack.cfg.calibration.initial_attempts)
     ids = {e.env_id for e in envs}
     return [r for r in read_index(index) if r["solver"] == solver and r["env_id"] in ids]
+
+
+def assign(stack: ProposerStack, n: int, round: int) -> list[Assignment]:
+    """``n`` assignments on the least-used admitted envs, from the solver's rollouts on them."""
+    parents = pick_parents(stack, n, round)
+    rows = ensure_rollouts(stack, parents)
+    return make_assignments([(e.env_id, e.name) for e in parents], rows, stack.rollouts.solver_name, round)
 
 
 def run_assignments(stack: ProposerStack, assignments: list[Assignment], opened: bool = False) -> list[EpisodeResult]:
@@ -131,8 +150,7 @@ def generate(cfg: AesConfig, run_dir: Path, proposer: ChatModel, rollouts: Rollo
              round: int = 0) -> tuple[list[EpisodeResult], dict]:
     stack = build_stack(cfg, run_dir, proposer, rollouts)
     seed_pool(stack)
-    rows = ensure_rollouts(stack)
-    assignments = make_assignments(rows, cfg.assignments, round, cfg.seed)
+    assignments = assign(stack, cfg.assignments, round)
     results = run_assignments(stack, assignments)
     summary = summarize(results)
     (run_dir / "generate.json").write_text(json.dumps(

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+touch /app/a.txt /app/b.txt
