@@ -31,6 +31,7 @@ from aes.train.advantages import has_spread
 from aes.train.policy import TrainableSolver, build_trainable_solver
 
 log = logging.getLogger("aes")
+DIFFICULTY = {"starter": 0, "easy": 1, "medium": 2, "hard": 3}
 
 
 class Flywheel:
@@ -106,17 +107,18 @@ class Flywheel:
 
     def training_envs(self) -> list:
         """Admitted envs in the order to draw them: those where the solver's rewards varied
-        before first, then those it partly solved, then unseen ones, then flat ones."""
+        before first, then those it partly solved, then unseen ones (easiest declared
+        difficulty first: a curriculum for a weak solver on a fresh pool), then flat ones."""
         rows = {r["env_id"]: r for r in read_index(self.rollouts.root / "index.jsonl")
                 if r["solver"] == self.rollouts.solver_name}
 
-        def tier(env) -> int:
+        def tier(env) -> tuple[int, int]:
             row = rows.get(env.env_id)
             if row is None or row.get("mean") is None:
-                return 2
+                return 2, DIFFICULTY.get(str(env.load().spec.metadata.get("difficulty", "")).lower(), 4)
             if (row.get("std") or 0.0) > 0.0:
-                return 0
-            return 1 if 0.0 < row["mean"] < 1.0 else 3
+                return 0, 0
+            return (1, 0) if 0.0 < row["mean"] < 1.0 else (3, 0)
 
         envs = self.pool.envs("admitted")
         random.Random(self.cfg.seed * 7919 + self.updates).shuffle(envs)

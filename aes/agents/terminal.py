@@ -144,6 +144,7 @@ class Episode:
             room = self.model.config.context_length - context
             if room < MIN_REPLY_TOKENS:
                 return EndReason.CONTEXT_LIMIT
+            started = time.monotonic()
             try:
                 result = self.model.chat(self.messages, self.tools,
                                          max_tokens=min(self.model.config.max_tokens, room))
@@ -172,6 +173,8 @@ class Episode:
                 continue
             format_errors = 0
             observation = self._act(action, step, deadline)
+            # Time of the turn outside the model: command round trip, parsing, recording.
+            step["extra"]["overhead_sec"] = round(time.monotonic() - started - result.latency_sec, 4)
             context += _approx_tokens([{"content": observation}])
             if self.cfg.max_episode_tokens and self.tokens >= self.cfg.max_episode_tokens:
                 return EndReason.TOKEN_LIMIT
