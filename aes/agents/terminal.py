@@ -1,7 +1,8 @@
 """The terminal agent: one shell command per model turn in a container.
 
 System prompt + task instruction; each turn the model runs one command (a ``bash`` tool
-call, or a fenced block for models without tools) in the container; the output
+call, or a fenced block for models without tools) in one persistent bash session in the
+container (``cd`` and variables persist, as in a terminal); the output
 (truncated, with the exit code) comes back; the episode ends when the model says it is
 done (``submit`` / DONE) or at the turn, token or time limit. Host-side tools (the
 proposer's ``validate`` and ``solver_model``) plug in as :class:`HostTool`. Every episode
@@ -21,6 +22,7 @@ from aes.agents.trajectory import TrajectoryRecorder
 from aes.config import AgentConfig
 from aes.models import BudgetExhausted, ChatModel, ChatResult, ModelError, ToolCall, ToolSpec
 from aes.sandbox import AgentRun, Container
+from aes.sandbox.shell import ShellSession
 from aes.tasks import Task
 
 BASH_TOOL = ToolSpec(
@@ -118,6 +120,7 @@ class Episode:
     def __init__(self, model: ChatModel, cfg: AgentConfig, container: Container, system: str,
                  host_tools: list[HostTool] | None = None, agent_name: str = "aes-terminal-agent"):
         self.model, self.cfg, self.container = model, cfg, container
+        self.shell = ShellSession(container)
         self.host_tools = {t.spec.name: t for t in host_tools or []}
         self.tools = ([BASH_TOOL, *(t.spec for t in self.host_tools.values()), SUBMIT_TOOL]
                       if self.uses_tools else None)
@@ -187,7 +190,7 @@ class Episode:
             self._observe(step, action, observation, tool=action.tool)
             return observation
         limit = min(self.cfg.command_timeout_sec, max(deadline - time.monotonic(), 0.1))
-        out = self.container.exec(action.command, limit)
+        out = self.shell.run(action.command, limit)
         status = "timed out" if out.timed_out else f"exit code {out.exit_code}"
         observation = f"[{status}]\n" + truncate_middle(out.output, self.cfg.observation_chars)
         self._observe(step, action, observation, exit_code=out.exit_code, timed_out=out.timed_out,
@@ -209,6 +212,7 @@ class Episode:
         return message
 
     def trajectory(self, **extra: Any) -> dict:
+        self.shell.close()
         return self.recorder.finish(turns=self.turns, error=self.error, fenced_mode=not self.uses_tools, **extra)
 
 
