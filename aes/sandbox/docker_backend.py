@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from pathlib import Path
 
 import docker.errors
 
@@ -11,6 +12,7 @@ from aes.config import SandboxConfig
 from aes.sandbox.container import Container
 from aes.sandbox.docker_client import connect, owner_labels, reap_orphans
 from aes.sandbox.images import BuildResult, ImageBuilder
+from aes.sandbox.verifier_toolchain import MOUNT, PRELOAD_GUARD, build_toolchain
 from aes.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,17 @@ class DockerSandbox:
             if cfg.reap_on_start and cfg.docker_host not in _reaped:
                 _reaped.add(cfg.docker_host)
                 reap_orphans(cfg)
+        self._toolchain: Path | None = None
+
+    def toolchain_mounts(self) -> dict[str, tuple[str, str]]:
+        """Read-only mounts of the trusted verifier toolchain (built on first use)."""
+        if not self.cfg.trusted_verifier:
+            return {}
+        if self._toolchain is None:
+            root = Path(self.cfg.verifier_dir) if self.cfg.verifier_dir else default_verifier_dir()
+            self._toolchain = build_toolchain(self.client, self.cfg.base_image, root)
+        return {str(self._toolchain): (MOUNT, "ro"),
+                str(self._toolchain / PRELOAD_GUARD): ("/etc/ld.so.preload", "ro")}
 
     def build(self, task: Task) -> BuildResult:
         return self.builder.build(task)
@@ -60,7 +73,8 @@ class DockerSandbox:
         cpus, memory = self.limits(task)
         network = "none" if task.spec.network_mode in ("no-network", "allowlist") else "bridge"
         return self.run_container(image, cpus=cpus, memory_mb=memory, network=network,
-                                  workdir=task.spec.workdir, env=task.spec.env, role=role, label=task.name)
+                                  workdir=task.spec.workdir, env=task.spec.env, role=role, label=task.name,
+                                  mounts=self.toolchain_mounts())
 
     def run_container(self, image: str, *, cpus: float, memory_mb: int, network: str = "none",
                       workdir: str | None = None, env: dict[str, str] | None = None,
@@ -93,6 +107,15 @@ class DockerSandbox:
         except docker.errors.APIError as exc:
             raise SandboxError(f"could not start a container from {image}: {exc.explanation or exc}") from None
         return Container(self.client, container, self.cfg.output_limit_bytes, workdir=workdir)
+
+
+def default_verifier_dir() -> Path:
+    system = Path("/var/lib/aes/verifier")
+    try:
+        system.mkdir(parents=True, exist_ok=True)
+        return system
+    except PermissionError:
+        return Path.home() / ".cache" / "aes" / "verifier"
 
 
 class SandboxError(RuntimeError):

@@ -7,7 +7,10 @@
   run ``tests/test.sh``, then read ``reward.json`` (flat dict of numbers, key ``reward``)
   or else ``reward.txt`` (one float). No reward file is an error, not a zero.
 
-As in Harbor, the verifier still runs after the agent phase times out.
+As in Harbor, the verifier still runs after the agent phase times out. With
+``sandbox.trusted_verifier`` (the default) it runs with a toolchain the agent never
+could write to, after the agent's processes are gone (see
+:mod:`aes.sandbox.verifier_toolchain`); the rewards of honest work are the same.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import docker.errors
 from aes.config import SandboxConfig
 from aes.sandbox.container import Container, ExecResult, tar_entries
 from aes.sandbox.docker_backend import DockerSandbox, SandboxError
+from aes.sandbox.verifier_toolchain import MOUNT, verify_command
 from aes.tasks import Task
 
 LOG_DIRS = ("logs", "logs/agent", "logs/verifier", "logs/artifacts")
@@ -202,16 +206,29 @@ class TrialRunner:
         self._verify(container, task, result)
         timings["verify"] = time.monotonic() - clock
 
+    def _prepare_verifier(self, container: Container) -> ExecResult:
+        """Remove stale rewards; with the trusted verifier first end every agent process and
+        clear anything planted where the tests or the reward files go."""
+        if not self.cfg.trusted_verifier:
+            return container.exec(f"rm -f -- {REWARD_TXT} {REWARD_JSON}", 30, user="root")
+        container.restart()
+        tool = f"{MOUNT}/usr/bin"
+        return container.exec([f"{tool}/rm", "-rf", "--", "/tests", "/logs/verifier"], 30, user="root") \
+            .combine(container.exec([f"{tool}/mkdir", "-p", "/logs/verifier"], 30, user="root"))
+
     def _verify(self, container: Container, task: Task, result: TrialResult) -> None:
         timeout = task.spec.verifier_timeout_sec or self.cfg.default_verifier_timeout_sec
-        wipe = container.exec(f"rm -f -- {REWARD_TXT} {REWARD_JSON}", 30, user="root")
+        wipe = self._prepare_verifier(container)
         if wipe.exit_code != 0:
             result.outcome = Outcome.SANDBOX_ERROR
-            result.detail = f"could not remove old reward files: {wipe.output.strip()[:500]}"
+            result.detail = f"could not clear the verifier's paths: {wipe.output.strip()[:500]}"
             return
         container.upload_dir(task.tests_dir, "/tests")
-        run = container.exec("chmod +x /tests/test.sh && /tests/test.sh", timeout,
-                             env=task.spec.verifier_env, user=task.spec.verifier_user)
+        if self.cfg.trusted_verifier:
+            command: str | list[str] = verify_command("/tests/test.sh", task.spec.verifier_env)
+        else:  # Harbor's semantics: the container's own tools, test.sh run by its shebang
+            command = "chmod +x /tests/test.sh && /tests/test.sh"
+        run = container.exec(command, timeout, env=task.spec.verifier_env, user=task.spec.verifier_user)
         result.verifier_exit_code, result.verifier_output = run.exit_code, run.output
         if run.timed_out:
             result.outcome = Outcome.VERIFIER_TIMEOUT

@@ -5,7 +5,9 @@
 - :mod:`aes.train.advantages` group advantages, dynamic batch filling, the proposer reward
 - :mod:`aes.train.batching` micro-batches under a token budget
 - :mod:`aes.train.engine` the DeepSpeed engine (CPU and GPU alike), checkpoints
-- :mod:`aes.train.sync` weight sync to the rollout engine (in-process or vLLM)
+- :mod:`aes.train.sync` weight sync to the rollout engine (llama.cpp via GGUF export, in-process, vLLM)
+- :mod:`aes.train.gguf_export` trained weights as a GGUF for llama.cpp
+- :mod:`aes.train.warm_ops` build DeepSpeed's ops ahead of time (``python -m aes.train.warm_ops``)
 - :mod:`aes.train.trainer` :class:`DPPOTrainer`, what the flywheel calls
 """
 
@@ -34,12 +36,20 @@ from aes.train.episodes import (
     load_groups,
     pack_turns,
 )
-from aes.train.sync import CopyWeights, SharedModule, VLLMColocated, VLLMServer, WeightSync, build_weight_sync
+from aes.train.sync import (
+    CopyWeights,
+    GGUFExport,
+    SharedModule,
+    VLLMColocated,
+    VLLMServer,
+    WeightSync,
+    build_weight_sync,
+)
 from aes.train.trainer import DPPOTrainer
 
 __all__ = [
     "ADMITTED", "BROKEN", "PROPOSER", "SOLVER", "VALID",
-    "Batch", "CopyWeights", "DPPOTrainer", "Episode", "Group", "GroupBatcher", "Sample", "SharedModule",
+    "Batch", "CopyWeights", "DPPOTrainer", "Episode", "GGUFExport", "Group", "GroupBatcher", "Sample", "SharedModule",
     "TrajectoryError", "Turn", "VLLMColocated", "VLLMServer", "WeightSync",
     "admission_outcome", "advantage_samples", "build_weight_sync", "dppo_loss", "episode_from_trajectory",
     "group_advantages", "has_spread", "load_groups", "pack_turns", "proposer_reward", "token_logprobs",

@@ -13,8 +13,8 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from aes.train.episodes import Group, Sample
 

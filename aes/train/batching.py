@@ -40,7 +40,7 @@ class MicroBatch:
     def loss_tokens(self) -> int:
         return int(self.loss_mask.sum())
 
-    def to(self, device: torch.device | str) -> "MicroBatch":
+    def to(self, device: torch.device | str) -> MicroBatch:
         return MicroBatch(*(t.to(device) for t in (self.input_ids, self.attention_mask, self.targets,
                                                      self.loss_mask, self.rollout_logp, self.advantages)))
 
@@ -59,9 +59,10 @@ def pack(samples: list[Sample], token_budget: int) -> list[list[Sample]]:
 
 def shard(micro_batches: list[list[Sample]], rank: int, world_size: int) -> list[list[Sample]]:
     """This rank's micro-batches (round robin over the length-sorted list), padded with empty
-    ones so that every rank runs the same number."""
+    ones so that every rank runs the same number, at least one (a batch whose advantages are
+    all zero still makes an optimizer step, with zero gradients)."""
     mine = micro_batches[rank::world_size]
-    per_rank = -(-len(micro_batches) // world_size)
+    per_rank = max(1, -(-len(micro_batches) // world_size))  # >= 1: a step needs gradients, if only zeros
     return mine + [[] for _ in range(per_rank - len(mine))]
 
 

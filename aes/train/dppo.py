@@ -18,6 +18,9 @@ from __future__ import annotations
 import torch
 
 AGGREGATIONS = ("token_mean", "seq_mean")
+EMPTY_STATS = {"masked_fraction": 0.0, "masked_pos_fraction": 0.0, "masked_neg_fraction": 0.0,
+               "ratio_mean": 1.0, "ratio_min": 1.0, "ratio_max": 1.0, "tv_mean": 0.0, "kl_rollout": 0.0}
+"""Stats of a call without loss tokens (every token trivially inside the trust region)."""
 
 
 def dppo_loss(
@@ -92,9 +95,7 @@ def _stats(loss: torch.Tensor, ratio: torch.Tensor, diff: torch.Tensor, outside:
     stats: dict[str, float] = {"tokens": float(n), "loss": float(loss),
                                "pos_tokens": float(pos.sum()), "neg_tokens": float(neg.sum())}
     if n == 0:
-        return stats | {"masked_fraction": 0.0, "masked_pos_fraction": 0.0, "masked_neg_fraction": 0.0,
-                        "ratio_mean": 1.0, "ratio_min": 1.0, "ratio_max": 1.0, "tv_mean": 0.0,
-                        "kl_rollout": 0.0}
+        return stats | EMPTY_STATS
     r = ratio.detach()[on]
     log_r = (rollout_logp - logp.detach())[on]
     return stats | {
@@ -133,7 +134,7 @@ def merge_stats(parts: list[dict[str, float]]) -> dict[str, float]:
     """Combine the stats of several micro-batches (token-weighted means, min of mins, max of maxes)."""
     parts = [p for p in parts if p.get("tokens", 0) > 0]
     if not parts:
-        return {"tokens": 0.0}
+        return {"tokens": 0.0, "loss": 0.0, "pos_tokens": 0.0, "neg_tokens": 0.0, **EMPTY_STATS}
     n = sum(p["tokens"] for p in parts)
     merged = {"tokens": n, "loss": sum(p["loss"] for p in parts),
               "ratio_min": min(p["ratio_min"] for p in parts),

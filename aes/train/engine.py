@@ -82,13 +82,19 @@ def build_engine(model: torch.nn.Module, cfg: TrainerConfig) -> Any:
 
     ensure_distributed()
     if cfg.gradient_checkpointing:
-        if not hasattr(model, "gradient_checkpointing_enable"):
+        enable = getattr(model, "activation_checkpointing_enable", None) or getattr(
+            model, "gradient_checkpointing_enable", None)
+        if enable is None:
             raise TypeError("trainer.gradient_checkpointing needs a transformers model; set it to false")
-        model.gradient_checkpointing_enable()
+        enable()
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("the policy has no trainable parameters (all requires_grad=False)")
     engine, *_ = deepspeed.initialize(model=model, model_parameters=params, config=ds_config(cfg, on_cpu()))
+    if engine.zero_optimization_stage() == 0 and torch.distributed.get_world_size() == 1:
+        # one rank has nothing to all-reduce; DeepSpeed would still copy every gradient into a
+        # flat bucket and back at each step (a full extra gradient copy in memory)
+        engine.enable_backward_allreduce = False
     return engine
 
 

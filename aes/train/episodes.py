@@ -26,9 +26,10 @@ call whose prompt alone fills the limit contributes nothing. Both are counted.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 SOLVER, PROPOSER = "solver", "proposer"
 

@@ -66,7 +66,9 @@ def export_gguf(params: Iterable[tuple[str, torch.Tensor]], config: Any, templat
         raise ValueError(f"{template}: only llama-architecture GGUF models can be re-exported (found {arch})")
     n_head = int(config.num_attention_heads)
     n_kv = int(getattr(config, "num_key_value_heads", None) or n_head)
-    by_gguf = {gguf_name(k.removeprefix("module.")): v for k, v in params if gguf_name(k.removeprefix("module."))}
+    # Copy while collecting: under ZeRO-3 a gathered parameter is empty once its gather ends.
+    by_gguf = {gguf_name(k.removeprefix("module.")): v.detach().to("cpu", torch.float32, copy=True)
+               for k, v in params if gguf_name(k.removeprefix("module."))}
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     writer = gguf.GGUFWriter(str(tmp), arch)

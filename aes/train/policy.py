@@ -22,6 +22,7 @@ from typing import Any
 
 from aes.config import AesConfig, ConfigError
 from aes.models import ChatModel, RunBudget, build_model
+from aes.train.sync import GGUFExport
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,12 @@ class TrainableSolver:
         from aes.train.advantages import Batch
 
         return self.trainer.update(Batch(groups, collected=collected, target=len(groups)))
+
+    def start(self) -> None:
+        """Before the first rollout: engines that sample a copy of the weights (the quantised
+        GGUF of ``local``) get the trained policy's exact weights, so mu matches pi."""
+        if isinstance(self.sync, GGUFExport):
+            self.trainer.push_weights()
 
     def save(self, directory: Path) -> None:
         self.trainer.save(directory)

@@ -17,9 +17,10 @@ and gradient are exactly 0.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -29,7 +30,7 @@ from aes.train.batching import collate, pack, shard
 from aes.train.dppo import dppo_loss, merge_stats, token_logprobs
 from aes.train.engine import build_engine, load_checkpoint, save_checkpoint
 from aes.train.episodes import Group
-from aes.train.sync import SharedModule, WeightSync
+from aes.train.sync import SharedModule, WeightSync, full_parameters
 
 
 def policy_module(policy: Any) -> torch.nn.Module:
@@ -54,6 +55,16 @@ def disable_dropout(model: torch.nn.Module) -> None:
             setattr(config, key, 0.0)
 
 
+def _drop_gguf_flag(model: torch.nn.Module) -> None:
+    """transformers flags a model loaded from a GGUF as quantised although its weights are
+    dequantised tensors, and then refuses to save it; a trained model is plain weights."""
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None and type(quantizer).__name__ == "GgufHfQuantizer":
+        model.is_quantized, model.hf_quantizer = False, None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+
+
 class DPPOTrainer:
     """Trains ``policy`` with DPPO through DeepSpeed and keeps the rollout engine in sync.
 
@@ -67,7 +78,9 @@ class DPPOTrainer:
                  pad_id: int | None = None):
         self.cfg = cfg
         self.model = policy_module(policy)
+        self.tokenizer = getattr(policy, "tokenizer", None)
         disable_dropout(self.model)
+        _drop_gguf_flag(self.model)
         config = getattr(self.model, "config", None)
         self.pad_id = pad_id if pad_id is not None else int(getattr(config, "pad_token_id", None) or 0)
         self.engine = build_engine(self.model, cfg)
@@ -83,7 +96,9 @@ class DPPOTrainer:
 
     def update(self, groups: Batch | Sequence[Group]) -> dict[str, float]:
         """One DPPO update on ``groups`` (each centred on its own mean); returns its stats."""
-        batch = groups if isinstance(groups, Batch) else Batch(list(groups), len(groups), len(groups))
+        if not isinstance(groups, Batch):
+            groups = list(groups)
+        batch = groups if isinstance(groups, Batch) else Batch(groups, len(groups), len(groups))
         start = time.perf_counter()
         samples = advantage_samples(batch.groups)
         loss_tokens = sum(s.loss_tokens for s in samples)
@@ -138,6 +153,12 @@ class DPPOTrainer:
         self.engine.backward(loss, scale_wrt_gas=False)
         return stats
 
+    def push_weights(self) -> None:
+        """Sync the rollout engine now (e.g. once before the first rollout, so that a llama.cpp
+        engine serves the exact trained weights instead of the shipped quantised file)."""
+        with self.lock:
+            self.sync.push(self.engine)
+
     def save(self, directory: str | Path) -> Path:
         """A resumable DeepSpeed checkpoint (model, optimizer, step) under ``directory``."""
         tag = save_checkpoint(self.engine, directory, self.step, {"step": self.step})
@@ -150,6 +171,15 @@ class DPPOTrainer:
             self.step = int(state.get("step", 0))
             self.sync.push(self.engine)
         return self.step
+
+    def export(self, directory: str | Path) -> Path:
+        """The current weights as a transformers checkpoint (for a vLLM restart or evaluation)."""
+        state = {name: t.detach().to("cpu", copy=True) for name, t in full_parameters(self.engine)}
+        if self.rank == 0:
+            self.model.save_pretrained(directory, state_dict=state)
+            if self.tokenizer is not None:
+                self.tokenizer.save_pretrained(directory)
+        return Path(directory)
 
     def close(self) -> None:
         self.sync.close()

@@ -11,11 +11,8 @@ directory) so the first test does not pay the build.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
-
-os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 BUILDERS = {"shm_comm": "ShareMemCommBuilder", "cpu_adam": "CPUAdamBuilder", "fused_adam": "FusedAdamBuilder"}
 DEFAULT = ("shm_comm",)
