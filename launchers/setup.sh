@@ -50,9 +50,12 @@ if ! engine_up; then
 fi
 say "Docker engine: $(.venv/bin/python -c 'import docker; print(docker.from_env().version()["Version"])')"
 
-# -- 3. base image ---------------------------------------------------------------------
-if ! command -v debootstrap >/dev/null; then
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null 2>&1 || true
-fi
+# -- 3. base image and the verifier toolchain ---------------------------------------------
+for tool in debootstrap patchelf; do
+  if ! command -v "$tool" >/dev/null; then
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$tool" >/dev/null 2>&1 \
+      || say "could not install $tool; install it yourself"
+  fi
+done
 as_root .venv/bin/aes sandbox bootstrap
 say "ready: .venv/bin/python -m aes.run"
