@@ -70,6 +70,21 @@ def bootstrap(
 
 
 @sandbox_app.command()
+def selftest(set_: list[str] = typer.Option([], "--set", help=SET_HELP)) -> None:
+    """Run hostile solutions against the verifier; exit 1 if any of them earns a reward."""
+    _setup_logging()
+    from aes.sandbox import TrialRunner
+    from aes.sandbox.selftest import run_attacks
+
+    results = run_attacks(TrialRunner(_config(set_).sandbox))
+    for r in results:
+        typer.echo(f"{'held  ' if r.held else 'BROKEN'}  {r.attack:<28} reward={r.reward} outcome={r.outcome}")
+    held = sum(r.held for r in results)
+    typer.echo(f"{held}/{len(results)} attacks held")
+    raise typer.Exit(0 if held == len(results) else 1)
+
+
+@sandbox_app.command()
 def reap(set_: list[str] = typer.Option([], "--set", help=SET_HELP)) -> None:
     """Remove containers left behind by crashed aes processes on this host."""
     _setup_logging()

@@ -119,3 +119,45 @@ def generate(cfg: AesConfig, run_dir: Path) -> bool:
                   f"{summary['mean_revisions']:.2f}", summary["tokens_per_valid_env"] or "n/a (no valid env)",
                   summary["cost_per_valid_env"] or "n/a (no valid env)"]])
     return True
+
+
+def train(cfg: AesConfig, run_dir: Path) -> bool:
+    """``mode=train``: DPPO updates of the solver on stored trajectories (``trajectories=DIR``).
+
+    The groups are the (env, solver) directories of the rollouts; flat groups are dropped and
+    batches of ``trainer.envs_per_update`` groups are trained in turn. The rollouts' own
+    log-probs are the behaviour policy, so the trust region applies as in the flywheel.
+    """
+    from aes.models import RunBudget
+    from aes.report.metrics import MetricsLogger
+    from aes.train.advantages import GroupBatcher
+    from aes.train.policy import build_trainable_solver
+
+    if not cfg.trajectories:
+        raise ConfigError("mode=train needs trajectories=DIR: a trajectories/ dir written by mode=rollout")
+    solver = build_trainable_solver(cfg, RunBudget(cfg.budget), run_dir)
+    metrics = MetricsLogger(cfg.logger, run_dir)
+    try:
+        groups = iter(solver.groups_from(Path(cfg.trajectories)))
+        batcher, updates = GroupBatcher(cfg.trainer.envs_per_update), 0
+        while True:
+            batch = batcher.fill(groups)
+            if not batch.groups:
+                break
+            stats = solver.trainer.update(batch)
+            updates += 1
+            metrics.log({"event": "update", "update": updates, **{f"dppo/{k}": v for k, v in stats.items()}})
+            log.info("update %d: %d groups, reward mean %.3f, masked fraction %.4f", updates, batch.kept,
+                     stats.get("reward_mean", float("nan")), stats.get("masked_fraction", float("nan")))
+            if not batch.full:
+                break
+        if updates == 0:
+            log.error("nothing to train on: none of the %d groups in %s has rewards that differ between "
+                      "attempts", batcher.collected_total, cfg.trajectories)
+            return False
+        solver.save(run_dir / "checkpoints")
+        log.info("%d update(s); checkpoint in %s", updates, run_dir / "checkpoints")
+        return True
+    finally:
+        metrics.close()
+        solver.close()

@@ -13,23 +13,13 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from aes.config import AesConfig, ConfigError, load_config
+from aes.config import AesConfig, ConfigError, load_config, register_schema
 
 log = logging.getLogger("aes")
 
 
-class ModeUnavailable(RuntimeError):
-    """The requested mode needs components that are not built yet."""
-
-
 class RunFailed(RuntimeError):
     """The mode ran and reported failures (e.g. invalid tasks); the job must fail."""
-
-
-# What each mode still needs; a mode disappears from here when its code lands.
-MISSING = {
-    "train": "the DPPO trainer (aes/train/)",
-}
 
 
 def validate(cfg: AesConfig, run_dir: Path, tasks: str | None = None) -> bool:
@@ -63,13 +53,15 @@ def run(cfg: AesConfig, run_dir: Path) -> bool:
 
 
 def dispatch(cfg: AesConfig, run_dir: Path) -> bool:
-    if cfg.mode in MISSING:
-        raise ModeUnavailable(f"mode={cfg.mode} is not available yet: it needs {MISSING[cfg.mode]}")
     from aes import modes
 
     table = {"run": run, "validate": validate, "rollout": modes.rollout,
-             "calibrate": modes.calibrate, "eval": modes.evaluate, "generate": modes.generate}
+             "calibrate": modes.calibrate, "eval": modes.evaluate, "generate": modes.generate,
+             "train": modes.train}
     return table[cfg.mode](cfg, run_dir)
+
+
+register_schema()
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
@@ -80,7 +72,7 @@ def main(raw: DictConfig) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(raw, resolve=True))
         ok = dispatch(cfg, run_dir)
-    except (ConfigError, ModeUnavailable) as exc:
+    except ConfigError as exc:
         log.error("%s", exc)
         if HydraConfig.get().mode == RunMode.MULTIRUN:
             raise  # the launcher must see the job fail

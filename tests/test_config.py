@@ -83,19 +83,20 @@ def test_schema_import_pulls_no_heavy_frameworks():
     assert out.stdout.strip() == "[]"
 
 
-def test_unbuilt_modes_fail_naming_what_is_missing(tmp_path):
-    from aes.run import ModeUnavailable, dispatch
+def test_modes_needing_inputs_say_what_to_set(tmp_path):
+    from aes.run import dispatch
 
-    for mode in ("train",):
-        with pytest.raises(ModeUnavailable, match="not available yet: it needs"):
-            dispatch(compose_config([f"mode={mode}"]), tmp_path)
+    with pytest.raises(ConfigError, match="mode=train needs trajectories=DIR"):
+        dispatch(compose_config(["mode=train", "solver=tiny"]), tmp_path)
+    with pytest.raises(ConfigError, match="mode=rollout needs tasks=DIR"):
+        dispatch(compose_config(["mode=rollout", "solver=tiny"]), tmp_path)
 
 
-def test_run_entry_point_fails_clearly_for_unbuilt_modes(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "aes.run", "mode=train", f"hydra.run.dir={tmp_path}"],
-                          capture_output=True, text=True)
-    assert proc.returncode != 0
-    assert "mode=train is not available yet: it needs the DPPO trainer" in proc.stdout + proc.stderr
+def test_run_entry_point_fails_clearly_without_inputs(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "aes.run", "mode=train", "solver=tiny",
+                           f"hydra.run.dir={tmp_path}"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "mode=train needs trajectories=DIR" in proc.stdout + proc.stderr
 
 
 SWEEPS = CONF_DIR.parent / "sweeps"

@@ -21,8 +21,9 @@ SEEDS = FIXTURES.parent / "flywheel_seeds"
 
 
 def command(run_dir, *extra):
+    # 8 coin flips per group: a group without reward spread has probability 2/256
     return [sys.executable, "-m", "aes.run", "experiment=smoke", f"domain.seeds={SEEDS}",
-            f"hydra.run.dir={run_dir}", *extra]
+            "trainer.attempts_per_env=8", f"hydra.run.dir={run_dir}", *extra]
 
 
 def aes_containers_of_dead_owners(sandbox) -> list:
@@ -74,3 +75,16 @@ def test_resume_after_kill_loses_and_duplicates_nothing(sandbox, tmp_path):
     assert aes_containers_of_dead_owners(sandbox) == []
     attempts = [json.loads(p.read_text())["extra"]["attempt"] for p in (run_dir / "trajectories").rglob("[0-9]*.json")]
     assert attempts  # trajectories written before the kill were kept and reused
+
+
+def test_train_mode_updates_from_stored_rollouts(sandbox, tmp_path):
+    rollout = subprocess.run([sys.executable, "-m", "aes.run", "mode=rollout", "solver=tiny", f"tasks={SEEDS}",
+                              "attempts=12", "agent.max_turns=2", f"hydra.run.dir={tmp_path / 'r'}"],
+                             capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert rollout.returncode == 0, rollout.stderr[-2000:]
+    train = subprocess.run([sys.executable, "-m", "aes.run", "mode=train", "solver=tiny", "trainer.envs_per_update=2",
+                            f"trajectories={tmp_path / 'r' / 'trajectories'}", f"hydra.run.dir={tmp_path / 't'}"],
+                           capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert train.returncode == 0, train.stdout[-2000:] + train.stderr[-2000:]
+    [update] = [r for r in read_metrics(tmp_path / "t" / "metrics.jsonl") if r["event"] == "update"]
+    assert update["dppo/groups_kept"] == 2 and (tmp_path / "t" / "checkpoints").is_dir()

@@ -144,6 +144,7 @@ def test_rejected_draft_gets_feedback_and_a_revision(stack_factory, cfg, tmp_pat
     broken = good_task_reply(tmp_path, "v1").replace("echo 42", "echo 41")  # oracle now fails
     proposer = [reply(broken), reply(good_task_reply(tmp_path, "v2")), reply(passing_review(cfg))]
     stack = stack_factory(proposer, GIVE_UP * 4)  # the solver never solves: too hard, not admitted
+    stack.cfg.harness.max_revisions = 2
     seed_pool(stack)
     parent = stack.pool.envs("admitted")[0]
     [result] = run_assignments(stack, [Assignment(parent.env_id, parent.name, "scripted", 0.0, None, SIMPLER)])

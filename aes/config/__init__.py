@@ -1,6 +1,6 @@
 """Typed configuration: schemas for every config group and the loader that checks them."""
 
-from aes.config.load import CONF_DIR, compose_config, load_config
+from aes.config.load import CONF_DIR, compose_config, load_config, register_schema
 from aes.config.schema import (
     AdmissionConfig,
     AesConfig,
@@ -20,6 +20,7 @@ from aes.config.schema import (
 __all__ = [
     "CONF_DIR",
     "compose_config",
+    "register_schema",
     "AdmissionConfig",
     "AesConfig",
     "AgentConfig",

@@ -11,6 +11,17 @@ from omegaconf.errors import OmegaConfBaseException
 from aes.config.schema import AesConfig, ConfigError
 
 
+SCHEMA_NAME = "aes_schema"
+
+
+def register_schema() -> None:
+    """Put the typed schema in Hydra's ConfigStore: ``conf/config.yaml`` composes on top of it,
+    so every field exists (and can be overridden) even where no YAML file names it."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=AesConfig)
+
+
 def load_config(cfg: DictConfig | dict[str, Any]) -> AesConfig:
     """Return the typed config, or raise :class:`ConfigError` naming the bad key."""
     if not isinstance(cfg, DictConfig):
@@ -32,6 +43,12 @@ def compose_config(overrides: list[str] | None = None) -> AesConfig:
 
     if not CONF_DIR.is_dir():
         raise ConfigError(f"config directory {CONF_DIR} not found; install aes from its source tree (pip install -e .)")
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=list(overrides or []))
+    from hydra.errors import HydraException
+
+    register_schema()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=list(overrides or []))
+    except HydraException as exc:
+        raise ConfigError(str(exc).strip()) from None
     return load_config(cfg)

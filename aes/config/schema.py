@@ -413,6 +413,8 @@ class AesConfig:
     """Attempts per task in mode=eval (reports avg@k and pass@k)."""
     assignments: int = 4
     """Proposer episodes in mode=generate."""
+    trajectories: Optional[str] = None
+    """A trajectories/ dir (written by mode=rollout) that mode=train trains the solver on."""
     seed: int = 0
     """Random seed."""
     run_dir: Optional[str] = None
