@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from aes.config import CONF_DIR, ConfigError, compose_config, load_config
+from aes.config import CONF_DIR, ConfigError, compose_config, load_config, register_schema
 from aes.config import schema
+
+register_schema()  # conf/config.yaml composes on the typed schema (the entry point registers it too)
 
 GROUPS = ["proposer", "solver", "agent", "harness", "domain", "admission", "flywheel", "calibration", "trainer", "sandbox", "logger"]
 
