@@ -55,7 +55,7 @@ def kills(n: int, tmp: Path) -> tuple[int, int]:
                                 stdout=subprocess.PIPE, text=True)
         time.sleep(random.uniform(0.3, 1.5))
         proc.send_signal(signal.SIGKILL)
-        seen |= set(proc.communicate()[0].split())
+        seen |= set(proc.communicate()[0].split("\n")[:-1])  # the kill may tear the last line
         pool = PoolStore(root)
         hashes = [e.content_hash for e in pool.envs()]
         ok += (not pool.check() and seen <= {e.env_id for e in pool.envs("admitted")}
