@@ -53,8 +53,6 @@ class Flywheel:
         seed_pool(self.stack)
         if self.updates:
             self.solver.restore(self.run_dir / "checkpoints")
-        else:
-            self.solver.start()
         while self.round < self.cfg.flywheel.rounds:
             log.info("round %d of %d (%d DPPO updates so far)", self.round + 1, self.cfg.flywheel.rounds,
                      self.updates)

@@ -7,6 +7,9 @@
   transformers copy, and after every update the weights are re-exported as an F32 GGUF that
   the engine reloads (llama.cpp samples 2x faster than transformers here and batches
   attempts; the re-exported engine's log-probs are within ~0.002 nats of the trainer's).
+  Until the first update the shipped Q4_1 file serves the rollouts: it samples about twice
+  as fast as the F32 export, and its log-probs differ from the trainer's by ~0.07 nats per
+  token, well inside DPPO's trust region (0.07% of tokens masked in the embedded run).
 * ``openai_compatible`` - a vLLM server; the policy is the Hugging Face model ``solver.model``
   and weights are pushed to the server after every update (GPU clusters).
 
@@ -22,7 +25,6 @@ from typing import Any
 
 from aes.config import AesConfig, ConfigError
 from aes.models import ChatModel, RunBudget, build_model
-from aes.train.sync import GGUFExport
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +90,6 @@ class TrainableSolver:
         from aes.train.advantages import Batch
 
         return self.trainer.update(Batch(groups, collected=collected, target=len(groups)))
-
-    def start(self) -> None:
-        """Before the first rollout: engines that sample a copy of the weights (the quantised
-        GGUF of ``local``) get the trained policy's exact weights, so mu matches pi."""
-        if isinstance(self.sync, GGUFExport):
-            self.trainer.push_weights()
 
     def save(self, directory: Path) -> None:
         self.trainer.save(directory)
