@@ -14,6 +14,9 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from aes.config import AesConfig, ConfigError, load_config, register_schema
+from aes.sandbox.docker_backend import SandboxError
+from aes.sandbox.docker_client import SandboxUnavailable
+from aes.sandbox.engine import DiskFull, disk_full_message, is_disk_full
 
 log = logging.getLogger("aes")
 
@@ -61,22 +64,34 @@ def dispatch(cfg: AesConfig, run_dir: Path) -> bool:
     return table[cfg.mode](cfg, run_dir)
 
 
+def _stop(message: str, status: int) -> None:
+    """End the job with ``message`` instead of a traceback (multirun jobs still raise, so the
+    launcher sees them fail)."""
+    log.error("%s", message)
+    if HydraConfig.get().mode == RunMode.MULTIRUN:
+        raise RunFailed(message)
+    raise SystemExit(status) from None
+
+
 register_schema()
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(raw: DictConfig) -> None:
+    run_dir: Path | None = None
     try:
         cfg = load_config(raw)
         run_dir = Path(cfg.run_dir or HydraConfig.get().runtime.output_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(raw, resolve=True))
         ok = dispatch(cfg, run_dir)
-    except ConfigError as exc:
-        log.error("%s", exc)
-        if HydraConfig.get().mode == RunMode.MULTIRUN:
-            raise  # the launcher must see the job fail
-        raise SystemExit(2) from None
+    except (ConfigError, SandboxUnavailable, SandboxError, DiskFull) as exc:
+        _stop(str(exc), 2 if isinstance(exc, ConfigError) else 1)
+    except Exception as exc:  # noqa: BLE001 - only a full disk is turned into a message
+        if not is_disk_full(exc):
+            raise
+        where = getattr(exc, "filename", None) or run_dir or Path.cwd()
+        _stop(disk_full_message(where, f"{type(exc).__name__}: {exc}"), 1)
     if not ok:
         raise RunFailed(f"mode={cfg.mode} finished with failures; see {run_dir}")
 

@@ -1,7 +1,10 @@
 """Reliability figures: attacks tried/held, kills injected/recovered, leaked containers,
 peak memory of the aes process under load.
 
-    python benchmarks/reliability.py [--kills 10] [--trials 32]
+    python benchmarks/reliability.py [--kills 10] [--trials 32] [--restart-engine]
+
+``--restart-engine`` also restarts this host's dockerd while trials are in flight (only where
+aes owns the engine).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from aes.config import compose_config  # noqa: E402
 from aes.pool import PoolStore  # noqa: E402
 from aes.sandbox import OracleAgent, TrialRunner  # noqa: E402
 from aes.sandbox.docker_client import _owner_alive  # noqa: E402
+from aes.sandbox.faults import restart_drill  # noqa: E402
 from aes.sandbox.selftest import attack_task, run_attacks  # noqa: E402
 from aes.tasks import load_task  # noqa: E402
 
@@ -76,6 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--trials", type=int, default=32)
+    parser.add_argument("--restart-engine", action="store_true", help="restart dockerd mid-trial too")
     args = parser.parse_args()
     cfg = compose_config([])
     runner = TrialRunner(cfg.sandbox)
@@ -83,6 +88,7 @@ def main() -> None:
         attacks = run_attacks(runner)
         injected, recovered = kills(args.kills, Path(tmp))
         finished, peak = load(runner, args.trials, Path(tmp))
+        restarted = restart_drill(runner, Path(tmp) / "restart") if args.restart_engine else []
     leaked = [c for c in runner.sandbox.client.api.containers(all=True, filters={"label": "aes.managed=true"})
               if c["Labels"].get("aes.pid") == str(os.getpid()) or not _owner_alive(c["Labels"])]
     print("\nreliability")
@@ -92,6 +98,11 @@ def main() -> None:
     print(f"  kill -9 of a pool writer: {injected} injected, {recovered} recovered with nothing lost or duplicated")
     print(f"  {args.trials} concurrent trials: {finished} finished with the right reward")
     print(f"  peak memory of the aes process: {peak:.0f} MiB")
+    if restarted:
+        rerun = sum("engine went away" in r.detail for r in restarted)
+        rewarded = sum(r.reward == 1.0 for r in restarted)
+        print(f"  dockerd restarted mid-trial: {len(restarted)} trials in flight, {rerun} run again, "
+              f"{rewarded} with the right reward")
     print(f"  leaked aes containers: {len(leaked)}")
 
 

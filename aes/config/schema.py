@@ -343,6 +343,14 @@ class SandboxConfig:
     False runs tests/test.sh with the container's own tools, exactly as Harbor does."""
     verifier_dir: Optional[str] = None
     """Host directory of the trusted verifier toolchain; None: /var/lib/aes/verifier (root) or ~/.cache/aes/verifier."""
+    engine_wait_sec: float = 600.0
+    """How long a trial or build waits for a Docker engine that went away (restart, crash)
+    before the run stops with a message; the run resumes when started again."""
+    engine_retries: int = 3
+    """Times one trial or build is run again after losing its container to an engine restart."""
+    min_free_disk_gib: float = 2.0
+    """Stop with a clear message when Docker's data root (engine on this host) has less free
+    space than this, in GiB; 0 disables the check."""
 
     def __post_init__(self) -> None:
         if self.backend != "docker":
@@ -351,6 +359,8 @@ class SandboxConfig:
             raise ConfigError("sandbox.concurrency must be >= 1")
         if self.output_limit_bytes < 1024:
             raise ConfigError("sandbox.output_limit_bytes must be >= 1024")
+        if self.engine_retries < 0 or self.engine_wait_sec < 0:
+            raise ConfigError("sandbox.engine_retries and sandbox.engine_wait_sec must be >= 0")
 
 
 @dataclass

@@ -14,10 +14,16 @@ What it isolates
     only for the oracle, the tests only after the agent phase has ended.
   * Everything aes creates is labelled with its owner process; containers of a
     crashed aes process on this host are removed when the next one starts.
+  * The verifier does not trust the container: with ``sandbox.trusted_verifier`` (the
+    default) the agent's processes are killed first and the tests run with a read-only
+    toolchain mounted from the host (:mod:`aes.sandbox.verifier_toolchain`, which states
+    the guarantee and its limits).
+  * A restart of the Docker engine mid-run costs the trials in flight their containers,
+    not their results: they wait for the engine and run again; a nearly full Docker disk
+    stops the run with a message instead of failing trials (:mod:`aes.sandbox.engine`).
 
-What it does not isolate (yet)
-  * The verifier runs inside the container the agent controlled, as in Harbor: an
-    agent that is root there can tamper with the interpreter or tools the tests use.
+What it does not isolate
+  * Tests that import or run the agent's own code run that code in the verifier.
   * Containers share the host kernel (Docker's default seccomp and capabilities);
     this is not a VM boundary.
   * ``storage_mb`` is not enforced (overlay2 on ext4 has no per-container quota);

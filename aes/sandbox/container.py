@@ -15,6 +15,8 @@ from pathlib import Path, PurePosixPath
 
 import docker.errors
 
+from aes.sandbox.docker_client import ENGINE_ERRORS
+
 log = logging.getLogger(__name__)
 
 _POLL_START, _POLL_MAX = 0.02, 0.5
@@ -305,6 +307,8 @@ class Container:
             if "already in progress" not in str(exc):
                 log.warning("could not remove container %s: %s", self.id[:12], exc)
                 return
+        except ENGINE_ERRORS:
+            return  # the engine went away; DockerSandbox.recover removes it once it is back
         self._removed = True
 
     def __enter__(self) -> "Container":

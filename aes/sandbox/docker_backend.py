@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from pathlib import Path
 
@@ -10,7 +11,14 @@ import docker.errors
 
 from aes.config import SandboxConfig
 from aes.sandbox.container import Container
-from aes.sandbox.docker_client import connect, owner_labels, reap_orphans
+from aes.sandbox.docker_client import (
+    LABEL_MANAGED,
+    LABEL_PID,
+    connect,
+    owner_labels,
+    reap_orphans,
+)
+from aes.sandbox.engine import ENGINE_ERRORS, engine_watch
 from aes.sandbox.images import BuildResult, ImageBuilder
 from aes.sandbox.verifier_toolchain import MOUNT, PRELOAD_GUARD, build_toolchain
 from aes.tasks import Task
@@ -28,6 +36,7 @@ class DockerSandbox:
         self.cfg = cfg
         self.client = connect(cfg)
         self.builder = ImageBuilder(cfg)
+        self.engine = engine_watch(cfg)
         info = self.client.info()
         self.host_cpus = float(info.get("NCPU") or 1)
         self.host_memory_mb = int((info.get("MemTotal") or 0) // 2**20) or None
@@ -49,7 +58,38 @@ class DockerSandbox:
                 str(self._toolchain / PRELOAD_GUARD): ("/etc/ld.so.preload", "ro")}
 
     def build(self, task: Task) -> BuildResult:
-        return self.builder.build(task)
+        """Build (or reuse) ``task``'s image; a build cut short by an engine restart runs again,
+        and a failure for lack of disk space stops the run (:class:`DiskFull`) rather than
+        rejecting the task."""
+        for retry in range(self.cfg.engine_retries + 1):
+            self.engine.check_disk(self.cfg.min_free_disk_gib)
+            generation = self.engine.generation
+            try:
+                result = self.builder.build(task)
+            except ENGINE_ERRORS:
+                result = None
+            if result is not None and (result.image or not self.engine.lost_since(generation)):
+                if result.reason and "no space left on device" in result.reason.message.lower():
+                    self.engine.check_disk(self.cfg.min_free_disk_gib, force=True)
+                return result
+            log.warning("%s: the Docker engine went away during the image build; building again", task.name)
+            self.recover()
+        raise SandboxError(f"{task.name}: the Docker engine went away during each of "
+                           f"{self.cfg.engine_retries + 1} image builds")
+
+    def recover(self) -> None:
+        """After losing the engine: wait for it, then remove this process's stopped containers
+        (an engine restart stops them all; their trials run again in new ones)."""
+        self.engine.wait(self.cfg.engine_wait_sec)
+        mine = {"label": [f"{LABEL_MANAGED}=true", f"{LABEL_PID}={os.getpid()}"], "status": "exited"}
+        try:
+            for info in self.client.api.containers(all=True, filters=mine):
+                try:
+                    self.client.api.remove_container(info["Id"], force=True, v=True)
+                except docker.errors.APIError:
+                    pass
+        except (docker.errors.APIError, *ENGINE_ERRORS) as exc:
+            log.warning("could not list stopped containers after the engine came back: %s", exc)
 
     def limits(self, task: Task) -> tuple[float, int]:
         """(cpus, memory MiB) for a trial of ``task``, clamped to what the host has."""

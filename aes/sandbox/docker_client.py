@@ -8,6 +8,9 @@ import os
 import socket
 from typing import TYPE_CHECKING
 
+import requests.exceptions
+import urllib3.exceptions
+
 from aes.config import SandboxConfig
 
 if TYPE_CHECKING:
@@ -25,6 +28,10 @@ LABEL_TASK = "aes.task"
 # process must never be mistaken for the owner of a container started from it.
 LABEL_IMAGE = "aes.image"
 LABEL_IMAGE_TASK = "aes.image.task"
+
+
+ENGINE_ERRORS = (requests.exceptions.ConnectionError, urllib3.exceptions.ProtocolError, ConnectionError)
+"""What a call to an engine that went away raises (as opposed to the engine's own refusals)."""
 
 
 class SandboxUnavailable(RuntimeError):

@@ -21,8 +21,16 @@ import time
 import uuid
 
 import docker.errors
+import requests.exceptions
 
-from aes.sandbox.container import CappedOutput, Container, ExecResult, _descendants, _Frames, _in_container
+from aes.sandbox.container import (
+    CappedOutput,
+    Container,
+    ExecResult,
+    _descendants,
+    _Frames,
+    _in_container,
+)
 
 _KILL_GRACE = 2.0
 
@@ -122,6 +130,9 @@ class ShellSession:
             marker = f"__aes_done_{uuid.uuid4().hex}__".encode()
             script = f"{{\n{command}\n}} < /dev/null 2>&1\nprintf '\\n%s %d\\n' {marker.decode()} $?\n"
             self.raw.sendall(script.encode())
+        except requests.exceptions.ConnectionError:
+            self.close()
+            raise  # the engine is gone, not the shell: the trial runs again once it is back
         except (docker.errors.APIError, OSError) as exc:
             self.close()
             return ExecResult(None, f"could not start a shell: {exc}", seconds=time.monotonic() - start)

@@ -16,6 +16,7 @@ could write to, after the agent's processes are gone (see
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -27,8 +28,11 @@ import docker.errors
 from aes.config import SandboxConfig
 from aes.sandbox.container import Container, ExecResult, tar_entries
 from aes.sandbox.docker_backend import DockerSandbox, SandboxError
+from aes.sandbox.docker_client import ENGINE_ERRORS
 from aes.sandbox.verifier_toolchain import MOUNT, verify_command
 from aes.tasks import Task
+
+log = logging.getLogger(__name__)
 
 LOG_DIRS = ("logs", "logs/agent", "logs/verifier", "logs/artifacts")
 REWARD_TXT = "/logs/verifier/reward.txt"
@@ -149,7 +153,34 @@ class TrialRunner:
         self.sandbox = sandbox or DockerSandbox(cfg)
 
     def run(self, task: Task, agent: TrialAgent, image: str | None = None) -> TrialResult:
-        """Build (unless ``image`` is given), start, run the agent, verify, tear down."""
+        """Build (unless ``image`` is given), start, run the agent, verify, tear down.
+
+        A trial that ends without a reward because the Docker engine went away (a restart
+        stops every container) waits for the engine and runs again in a new container, up to
+        ``sandbox.engine_retries`` times; a reward already earned is kept.
+        """
+        engine = self.sandbox.engine
+        for retry in range(self.cfg.engine_retries + 1):
+            engine.check_disk(self.cfg.min_free_disk_gib)
+            generation = engine.generation
+            try:
+                result = self._run_once(task, agent, image)
+            except ENGINE_ERRORS as exc:
+                result, why = None, f"{type(exc).__name__}: {exc}"
+            else:
+                why = f"{result.outcome.value}: {result.detail[:200]}"
+            if result is not None and (result.reward is not None or not engine.lost_since(generation)):
+                if retry:
+                    result.detail = (result.detail + f" (run {retry + 1} times: the Docker engine "
+                                     "went away during the earlier runs)").strip()
+                return result
+            log.warning("%s: trial lost to the Docker engine going away (%s); running it again",
+                        task.name, why)
+            self.sandbox.recover()
+        raise SandboxError(f"{task.name}: the Docker engine went away during each of "
+                           f"{self.cfg.engine_retries + 1} runs of this trial")
+
+    def _run_once(self, task: Task, agent: TrialAgent, image: str | None) -> TrialResult:
         timings: dict[str, float] = {}
         result = TrialResult(task=task.name, agent=agent.name, outcome=Outcome.OK)
         if image is None:
