@@ -74,3 +74,12 @@ def test_trials_in_flight_survive_a_restart_of_the_docker_engine(sandbox, cfg, t
     assert all("engine went away" in r.detail for r in results)  # each was cut off and run again
     mine = {"label": [f"{LABEL_MANAGED}=true", f"{LABEL_PID}={os.getpid()}"]}
     assert sandbox.client.api.containers(all=True, filters=mine) == []
+
+
+def test_no_engine_stops_the_run_with_what_to_do(tmp_path):
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-such-engine.sock"}
+    proc = subprocess.run([sys.executable, "-m", "aes.run", "mode=validate", f"hydra.run.dir={tmp_path / 'h'}"],
+                          capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-2000:]
+    assert "cannot reach the Docker engine" in out and "Traceback" not in out

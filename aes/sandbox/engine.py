@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import shutil
 import threading
 import time
@@ -79,7 +80,8 @@ class EngineWatch:
         self._root: Path | None = None
         client = connect(cfg)
         root = client.info().get("DockerRootDir")
-        if root and Path(root).is_dir():  # the engine runs on this host: its disk is ours to watch
+        host = cfg.docker_host or os.environ.get("DOCKER_HOST") or "unix://"
+        if root and host.startswith("unix://") and Path(root).is_dir():  # the engine's disk is ours to watch
             self._root = Path(root)
         self._thread = threading.Thread(target=self._follow, name="aes-engine-watch", daemon=True)
         self._thread.start()
