@@ -53,6 +53,33 @@ def test_rollout_writes_trajectories_and_index_and_resumes(sandbox, cfg, tmp_pat
     assert len(envs[task.slug].records) == 4
 
 
+CAT_TEST = """#!/bin/bash
+if [ "$(cat /app/answer.txt)" = "42" ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.security
+def test_breaking_the_verifier_scores_zero_not_nothing(sandbox, cfg, tmp_path):
+    toml = '[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 3\n[environment]\nnetwork_mode = "no-network"\n'
+    task = load_task(make_task(tmp_path, test=CAT_TEST, toml=toml))
+    fifo = Scripted([reply("```bash\nmkfifo /app/answer.txt\n```"), GIVE_UP])  # the tests' cat blocks
+    [record] = runner_for(fifo, sandbox, cfg, tmp_path, "fifo").run([task], attempts=1, show_progress=False)[
+        task.slug].records
+    assert (record.outcome, record.reward) == ("verifier_timeout", 0.0)
+
+
+@pytest.mark.docker
+@pytest.mark.security
+def test_stopping_the_container_ends_the_episode_with_zero(sandbox, cfg, tmp_path):
+    task = load_task(make_task(tmp_path))
+    model = Scripted([reply("```bash\nkill -TERM 1\n```")] + [reply("```bash\necho 42 > /app/answer.txt\n```")] * 5)
+    [record] = runner_for(model, sandbox, cfg, tmp_path, "stopper").run([task], attempts=1, show_progress=False)[
+        task.slug].records
+    assert (record.outcome, record.reward, record.end_reason) == ("container_died", 0.0, "container_stopped")
+    assert len(model.seen) == 2  # the kill returns first; the next command finds the container gone
+
+
 @pytest.mark.docker
 def test_calibration_expands_near_an_edge_and_diagnoses_too_hard(sandbox, cfg, tmp_path):
     easyish = load_task(make_task(tmp_path, "a"))

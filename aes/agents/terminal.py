@@ -49,6 +49,7 @@ class EndReason:
     FORMAT_ERRORS = "format_errors"
     MODEL_ERROR = "model_error"
     BUDGET = "budget_exhausted"
+    CONTAINER_STOPPED = "container_stopped"
 
 
 @dataclass
@@ -176,6 +177,8 @@ class Episode:
                 continue
             format_errors = 0
             observation = self._act(action, step, deadline)
+            if observation is None:
+                return EndReason.CONTAINER_STOPPED
             # Time of the turn outside the model: command round trip, parsing, recording.
             step["extra"]["overhead_sec"] = round(time.monotonic() - started - result.latency_sec, 4)
             context += _approx_tokens([{"content": observation}])
@@ -183,7 +186,9 @@ class Episode:
                 return EndReason.TOKEN_LIMIT
         return EndReason.MAX_TURNS
 
-    def _act(self, action: Action, step: dict, deadline: float) -> str:
+    def _act(self, action: Action, step: dict, deadline: float) -> str | None:
+        """Run the action and record what it showed; None when the container has stopped
+        (nothing more can be done in it: the episode ends instead of spending turns)."""
         if action.tool is not None:
             observation = truncate_middle(self.host_tools[action.tool].run(action.arguments),
                                           self.cfg.observation_chars)
@@ -195,6 +200,8 @@ class Episode:
         observation = f"[{status}]\n" + truncate_middle(out.output, self.cfg.observation_chars)
         self._observe(step, action, observation, exit_code=out.exit_code, timed_out=out.timed_out,
                       seconds=round(out.seconds, 4))
+        if out.exit_code is None and not out.timed_out and self.container.status()[0] != "running":
+            return None
         return observation
 
     def _observe(self, step: dict, action: Action, observation: str, **extra: Any) -> None:

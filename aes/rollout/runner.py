@@ -23,12 +23,18 @@ from aes.agents import TerminalAgent, write_json_atomic
 from aes.config import AgentConfig
 from aes.models import ChatModel
 from aes.rollout.index import AttemptRecord, IndexRow, failure_signature, read_index, write_index
-from aes.sandbox import TrialResult, TrialRunner
+from aes.sandbox import Outcome, TrialResult, TrialRunner
 from aes.tasks import Task
 
 log = logging.getLogger(__name__)
 
 VERIFIER_CHARS = 16000
+UNVERIFIABLE = frozenset({Outcome.VERIFIER_TIMEOUT, Outcome.NO_REWARD_FILE, Outcome.BAD_REWARD_FILE,
+                          Outcome.CONTAINER_DIED})
+"""Outcomes after which the verifier could not confirm any work of the agent, which had the
+container until then: the attempt scores 0. Otherwise an agent could escape a low reward by
+breaking the verifier (a FIFO where the tests read, killing the container, ...). Engine losses
+never get here (the trial runs again) and build or sandbox errors stay without a reward."""
 
 
 def env_id_of(task: Task) -> str:
@@ -149,12 +155,13 @@ def attach_result(result: TrialResult, env_id: str, solver: str, attempt: int) -
     trajectory = result.agent_info.get("trajectory") or {"schema_version": "ATIF-v1.8", "steps": [],
                                                          "agent": {"name": result.agent}, "extra": {}}
     end_reason = result.agent_info.get("end_reason")
+    reward = 0.0 if result.reward is None and result.outcome in UNVERIFIABLE else result.reward
     trajectory.setdefault("extra", {}).update({
         "env_id": env_id, "task": result.task, "solver": solver, "attempt": attempt,
-        "reward": result.reward, "rewards": result.rewards, "outcome": result.outcome.value,
+        "reward": reward, "rewards": result.rewards, "outcome": result.outcome.value,
         "detail": result.detail, "end_reason": end_reason,
         "verifier_stdout": result.verifier_output[-VERIFIER_CHARS:],
-        "failure": failure_signature(result.reward, result.outcome.value, end_reason, result.verifier_output),
+        "failure": failure_signature(reward, result.outcome.value, end_reason, result.verifier_output),
         "timings": {k: round(v, 4) for k, v in result.timings.items()},
     })
     return trajectory

@@ -145,7 +145,8 @@ def trajectory_turns(trajectory: dict[str, Any], source: str = "") -> list[Turn]
 
 def episode_from_trajectory(trajectory: dict[str, Any], max_seq_len: int, source: str = "",
                             reward: float | None = None) -> Episode | None:
-    """The episode of one trajectory; None when it has no reward (a verifier error is not a 0)."""
+    """The episode of one trajectory; None when it has no reward (an error of the sandbox, not of
+    the agent: an attempt that broke its verifier is recorded with 0, see aes.rollout.runner)."""
     reward = reward if reward is not None else (trajectory.get("extra") or {}).get("reward")
     if reward is None:
         return None
