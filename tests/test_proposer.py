@@ -192,3 +192,38 @@ def test_terminal_harness_workspace_tools_and_memory_across_rounds(stack_factory
     assert second.failed_stages == ["no_draft"]
     leftovers = stack.rollouts.trials.sandbox.client.containers.list(filters={"label": "aes.role=proposer"})
     assert leftovers == []
+
+
+@pytest.mark.docker
+@pytest.mark.security
+def test_terminal_episode_goes_on_after_a_restart_of_the_docker_engine(stack_factory, cfg, tmp_path):
+    import os
+    import threading
+
+    from aes.proposer.assignments import Assignment
+    from aes.proposer.generate import run_assignments, seed_pool
+    from aes.proposer.terminal_harness import RESTARTED
+    from aes.sandbox.faults import restart_local_engine
+
+    if os.environ.get("AES_ALLOW_ENGINE_RESTART") != "1":
+        pytest.skip("restarts the Docker engine; set AES_ALLOW_ENGINE_RESTART=1 (CI does)")
+    fence = "```bash\n{}\n```".format
+    stack = stack_factory([], [], harness="terminal")
+    stack.cfg.harness.max_revisions = 0
+    seed_pool(stack)
+    parent = stack.pool.envs("admitted")[0]
+    cat = reply(fence("cat /workspace/memory/restart.txt"))
+    # The command after the restart may still meet the old container (one turn lost), then the
+    # episode moves to a new one.
+    stack.proposer.replies = [reply(fence("echo kept > /workspace/memory/restart.txt; sleep 20")), cat, cat,
+                              reply(fence("submit"))]
+    timer = threading.Timer(4, restart_local_engine)
+    timer.start()
+    [result] = run_assignments(stack, [Assignment(parent.env_id, parent.name, "scripted", 0.9, None, HARDER)])
+    timer.join()
+    steps = json.loads(open(result.trajectory_path).read())["steps"]
+    notice = next(i for i, s in enumerate(steps) if s["source"] == "user" and s["message"] == RESTARTED)
+    after = [s["observation"]["results"][0]["content"] for s in steps[notice:] if s.get("observation")]
+    assert "kept" in after[0]  # the next command ran in the new container on the same workspace
+    assert result.failed_stages == ["no_draft"]
+    assert stack.rollouts.trials.sandbox.client.containers.list(all=True, filters={"label": "aes.role=proposer"}) == []

@@ -19,6 +19,9 @@ from aes.proposer.assignments import Assignment
 from aes.proposer.tools import ProposerTools
 from aes.proposer.workspace import READ_ONLY, Workspace
 from aes.sandbox import Container, DockerSandbox
+from aes.sandbox.docker_client import ENGINE_ERRORS
+from aes.sandbox.engine import SHUTDOWN_GRACE_SEC
+from aes.sandbox.shell import ShellSession
 
 SYSTEM = """\
 You build training tasks for a terminal agent. You work in a Linux container; your workspace is
@@ -37,6 +40,11 @@ The tools are commands of their own: a block holding just `validate env_001`, `s
 or `submit` calls them."""
 
 
+RESTARTED = """\
+Your container was replaced: the Docker engine restarted. Everything under /workspace is kept;
+processes, and files outside /workspace, are gone. Go on where you were."""
+
+
 class TerminalHarness:
     name = "terminal"
 
@@ -48,6 +56,7 @@ class TerminalHarness:
         self.container: Container | None = None
         self.episode: Episode | None = None
         self.workspace: Workspace | None = None
+        self.label = ""
         self.deadline = 0.0
         self.note = ""
         self.end_reasons: list[str] = []
@@ -71,12 +80,9 @@ class TerminalHarness:
         return mounts
 
     def start(self, assignment: Assignment, workspace: Workspace) -> Path | None:
-        self.workspace = workspace
+        self.workspace, self.label = workspace, assignment.assignment_id
         self.deadline = time.monotonic() + self.cfg.episode_timeout_sec
-        self.container = self.sandbox.run_container(
-            self.image, cpus=self.cfg.cpus, memory_mb=self.cfg.memory_mb,
-            network="bridge" if self.cfg.web_access else "none", workdir="/workspace",
-            mounts=self._mounts(workspace), role="proposer", label=assignment.assignment_id)
+        self.container = self._container()
         system = SYSTEM + ("" if self.model.supports_tools and self.model.config.use_tools is not False
                            else FENCED_TOOLS)
         self.episode = Episode(self.model, self.agent_cfg, self.container, system,
@@ -84,12 +90,40 @@ class TerminalHarness:
         brief = (workspace.root / "instructions" / "ASSIGNMENT.md").read_text()
         return self._run(brief + "\nStart by reading /workspace/instructions/.")
 
+    def _container(self) -> Container:
+        assert self.workspace is not None
+        return self.sandbox.run_container(
+            self.image, cpus=self.cfg.cpus, memory_mb=self.cfg.memory_mb,
+            network="bridge" if self.cfg.web_access else "none", workdir="/workspace",
+            mounts=self._mounts(self.workspace), role="proposer", label=self.label)
+
+    def _send(self, message: str) -> str:
+        """Continue the episode; when the Docker engine goes away under it, wait for the engine,
+        start a new container on the same workspace (a host mount: drafts and memory are kept)
+        and go on, up to ``sandbox.engine_retries`` times."""
+        assert self.episode is not None
+        engine = self.sandbox.engine
+        for _ in range(self.sandbox.cfg.engine_retries):
+            generation = engine.generation
+            try:
+                end = self.episode.send(message, self.deadline)
+            except ENGINE_ERRORS:
+                end = EndReason.CONTAINER_STOPPED
+            if end != EndReason.CONTAINER_STOPPED or not engine.lost_since(generation, SHUTDOWN_GRACE_SEC):
+                return end
+            self.sandbox.recover()
+            self.close()
+            self.container = self.episode.container = self._container()
+            self.episode.shell = ShellSession(self.container)
+            message = RESTARTED
+        return self.episode.send(message, self.deadline)
+
     def revise(self, feedback: str) -> Path | None:
         return self._run(f"{feedback}\n\nFix the task in a new draft directory, validate it, and submit again.")
 
     def _run(self, message: str) -> Path | None:
         assert self.episode is not None and self.workspace is not None
-        end = self.episode.send(message, self.deadline)
+        end = self._send(message)
         self.end_reasons.append(end)
         draft = self.workspace.latest_draft()
         if end != EndReason.DONE:

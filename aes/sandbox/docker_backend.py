@@ -18,7 +18,7 @@ from aes.sandbox.docker_client import (
     owner_labels,
     reap_orphans,
 )
-from aes.sandbox.engine import ENGINE_ERRORS, engine_watch
+from aes.sandbox.engine import ENGINE_ERRORS, SHUTDOWN_GRACE_SEC, engine_watch
 from aes.sandbox.images import BuildResult, ImageBuilder
 from aes.sandbox.verifier_toolchain import MOUNT, PRELOAD_GUARD, build_toolchain
 from aes.tasks import Task
@@ -68,7 +68,9 @@ class DockerSandbox:
                 result = self.builder.build(task)
             except ENGINE_ERRORS:
                 result = None
-            if result is not None and (result.image or not self.engine.lost_since(generation)):
+            broke = result is not None and result.reason is not None and "stream broke" in result.reason.message
+            grace = SHUTDOWN_GRACE_SEC if broke else 0.0
+            if result is not None and (result.image or not self.engine.lost_since(generation, grace)):
                 if result.reason and "no space left on device" in result.reason.message.lower():
                     self.engine.check_disk(self.cfg.min_free_disk_gib, force=True)
                 return result

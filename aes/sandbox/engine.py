@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 __all__ = ["ENGINE_ERRORS", "DiskFull", "EngineWatch", "disk_full_message", "engine_watch", "free_gib",
            "is_disk_full"]
 _BACKOFF_MAX = 5.0
+SHUTDOWN_GRACE_SEC = 15.0
+"""How long a container found dead is watched for the engine going away before its death is put
+down to what ran in it (dockerd gives containers 10 s to stop when it shuts down)."""
 _DISK_CHECK_EVERY = 30.0
 
 
@@ -115,9 +118,19 @@ class EngineWatch:
         return True
 
     # -- for trials and builds -------------------------------------------------------------
-    def lost_since(self, generation: int) -> bool:
-        """Did the engine go away since ``generation`` was read (or is it away now)?"""
-        return self.generation != generation or not self._ping()
+    def lost_since(self, generation: int, grace: float = 0.0) -> bool:
+        """Did the engine go away since ``generation`` was read (or is it away now)?
+
+        ``grace``: keep watching that long. A stopping engine kills its containers first and
+        answers for a little while after, so a container found dead may be the first sign.
+        """
+        deadline = time.monotonic() + grace
+        while True:
+            if self.generation != generation or not self._ping():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.25)
 
     def wait(self, timeout: float) -> None:
         """Block until the engine answers again; :class:`SandboxUnavailable` after ``timeout``

@@ -19,21 +19,38 @@ from aes.sandbox.trial import OracleAgent, TrialResult, TrialRunner
 from aes.tasks import load_task
 
 
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs; a zombie (an engine this process started earlier) is reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    if state != "Z":
+        return True
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    return False
+
+
 def restart_local_engine(timeout: float = 120) -> float:
     """Restart the one local ``dockerd`` with its command line and log file; the seconds it was
     away. RuntimeError when there is no single local dockerd or it does not come back."""
     import docker
 
-    pids = subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True).stdout.split()
+    found = subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True).stdout.split()
+    pids = [int(p) for p in found if _alive(int(p))]
     if len(pids) != 1:
         raise RuntimeError(f"expected one local dockerd process to restart, found {len(pids)}")
-    pid = int(pids[0])
+    pid = pids[0]
     argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
     log_path = os.readlink(f"/proc/{pid}/fd/2")
     start = time.monotonic()
     os.kill(pid, signal.SIGTERM)
     deadline = start + timeout
-    while Path(f"/proc/{pid}").exists():
+    while _alive(pid):
         if time.monotonic() > deadline:
             raise RuntimeError(f"dockerd (pid {pid}) did not stop within {timeout:.0f} s")
         time.sleep(0.2)

@@ -29,6 +29,7 @@ from aes.config import SandboxConfig
 from aes.sandbox.container import Container, ExecResult, tar_entries
 from aes.sandbox.docker_backend import DockerSandbox, SandboxError
 from aes.sandbox.docker_client import ENGINE_ERRORS
+from aes.sandbox.engine import SHUTDOWN_GRACE_SEC
 from aes.sandbox.verifier_toolchain import MOUNT, verify_command
 from aes.tasks import Task
 
@@ -145,6 +146,10 @@ def parse_reward_txt(data: bytes) -> dict[str, float]:
     return {"reward": value}
 
 
+_MAYBE_ENGINE = (Outcome.CONTAINER_DIED, Outcome.SANDBOX_ERROR)
+"""Outcomes that a stopping Docker engine causes (besides errors from the engine's API)."""
+
+
 class TrialRunner:
     """Runs trials of tasks in the Docker sandbox."""
 
@@ -169,7 +174,8 @@ class TrialRunner:
                 result, why = None, f"{type(exc).__name__}: {exc}"
             else:
                 why = f"{result.outcome.value}: {result.detail[:200]}"
-            if result is not None and (result.reward is not None or not engine.lost_since(generation)):
+            grace = SHUTDOWN_GRACE_SEC if result and result.outcome in _MAYBE_ENGINE else 0.0
+            if result is not None and (result.reward is not None or not engine.lost_since(generation, grace)):
                 if retry:
                     result.detail = (result.detail + f" (run {retry + 1} times: the Docker engine "
                                      "went away during the earlier runs)").strip()
