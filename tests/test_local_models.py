@@ -356,3 +356,20 @@ def test_local_logprobs_agree_with_the_trainable_transformers_model(local):
     lp = policy.sequence_logprobs(result.prompt_token_ids, result.completion_token_ids, 1.0)
     diff = (lp - torch.tensor(result.completion_logprobs)).abs()
     assert diff.mean().item() < 0.15 and diff.max().item() < 1.5
+
+
+@needs_local
+def test_a_completion_with_split_characters_never_comes_back_misaligned(local):
+    # llama.cpp leaves out the probability of a token that ends inside a UTF-8 character
+    msgs = [{"role": "user", "content": "Write a line of 20 different emoji characters, then a Chinese poem."}]
+    engine = local.engine
+    raw = engine.complete({"prompt": engine.tokenize(engine.render(msgs)), "max_tokens": 150, "seed": 1,
+                           "stream": False, **engine.sampling_params(0.7)})
+    assert len(raw["choices"][0]["logprobs"]["content"]) < raw["usage"]["completion_tokens"]
+    for _ in range(3):
+        try:
+            result = local.chat(msgs, max_tokens=150)
+        except ModelError as exc:  # every draw split a character: said, not hidden
+            assert "in each of 4 draws" in str(exc)
+            continue
+        assert len(result.completion_token_ids) == len(result.completion_logprobs) == result.usage.completion_tokens

@@ -57,6 +57,8 @@ LOG_ENV = "AES_LLAMACPP_LOG"
 
 # A sampled token's probability is a float32; this floor only guards log(0).
 _MIN_PROB = 1e-45
+_PROB_REDRAWS = 3
+"""Extra draws of a completion for which the engine left token probabilities out."""
 
 
 # ---------------------------------------------------------------------------- model files
@@ -316,17 +318,24 @@ class LocalChat(BaseChatModel):
         if room <= 0:
             raise ModelError(f"{self.config.name}: prompt of {len(prompt_ids)} tokens leaves no room in "
                              f"context_length={engine.slot_ctx}")
-        body = {"prompt": prompt_ids, "max_tokens": int(min(max_tokens, room)),
-                "seed": self._next_seed(), "stream": False, "cache_prompt": True,
-                **engine.sampling_params(temperature)}
-        out = engine.complete(body)
-        choice = out["choices"][0]
-        usage = out.get("usage") or {}
-        content = (choice.get("logprobs") or {}).get("content") or []
-        n_gen = int(usage.get("completion_tokens", len(content)))
-        if len(content) != n_gen:
-            raise ModelError(f"{self.config.name}: engine returned {len(content)} token probabilities "
-                             f"for {n_gen} generated tokens")
+        for draw in range(_PROB_REDRAWS + 1):
+            body = {"prompt": prompt_ids, "max_tokens": int(min(max_tokens, room)),
+                    "seed": self._next_seed(), "stream": False, "cache_prompt": True,
+                    **engine.sampling_params(temperature)}
+            out = engine.complete(body)
+            choice = out["choices"][0]
+            usage = out.get("usage") or {}
+            content = (choice.get("logprobs") or {}).get("content") or []
+            n_gen = int(usage.get("completion_tokens", len(content)))
+            if len(content) == n_gen:
+                break
+            # llama.cpp reports no probability (and no id) for a token that ends inside a UTF-8
+            # character, e.g. in CJK text; without every id and log-prob the turn cannot be
+            # trained on, so the completion is drawn again with another seed (a slight tilt away
+            # from such text, which the 135M model rarely means to write).
+            if draw == _PROB_REDRAWS:
+                raise ModelError(f"{self.config.name}: engine returned {len(content)} token probabilities "
+                                 f"for {n_gen} generated tokens in each of {_PROB_REDRAWS + 1} draws")
         if int(usage.get("prompt_tokens", len(prompt_ids))) != len(prompt_ids):
             raise ModelError(f"{self.config.name}: engine consumed {usage.get('prompt_tokens')} prompt "
                              f"tokens, {len(prompt_ids)} were sent")
