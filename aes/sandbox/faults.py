@@ -19,6 +19,18 @@ from aes.sandbox.trial import OracleAgent, TrialResult, TrialRunner
 from aes.tasks import load_task
 
 
+def _named(name: str) -> list[int]:
+    """Processes whose command name is ``name``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "comm").read_text().strip() == name:
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
 def _alive(pid: int) -> bool:
     """True while ``pid`` runs; a zombie (an engine this process started earlier) is reaped."""
     try:
@@ -40,8 +52,7 @@ def restart_local_engine(timeout: float = 120) -> float:
     away. RuntimeError when there is no single local dockerd or it does not come back."""
     import docker
 
-    found = subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True).stdout.split()
-    pids = [int(p) for p in found if _alive(int(p))]
+    pids = [pid for pid in _named("dockerd") if _alive(pid)]
     if len(pids) != 1:
         raise RuntimeError(f"expected one local dockerd process to restart, found {len(pids)}")
     pid = pids[0]
