@@ -77,7 +77,7 @@ def test_stopping_the_container_ends_the_episode_with_zero(sandbox, cfg, tmp_pat
     [record] = runner_for(model, sandbox, cfg, tmp_path, "stopper").run([task], attempts=1, show_progress=False)[
         task.slug].records
     assert (record.outcome, record.reward, record.end_reason) == ("container_died", 0.0, "container_stopped")
-    assert len(model.seen) == 2  # the kill returns first; the next command finds the container gone
+    assert len(model.seen) <= 2  # no turn after the one that finds the container gone
 
 
 @pytest.mark.docker

@@ -200,9 +200,18 @@ class Episode:
         observation = f"[{status}]\n" + truncate_middle(out.output, self.cfg.observation_chars)
         self._observe(step, action, observation, exit_code=out.exit_code, timed_out=out.timed_out,
                       seconds=round(out.seconds, 4))
-        if out.exit_code is None and not out.timed_out and self.container.status()[0] != "running":
+        if out.exit_code is None and not out.timed_out and not self._container_running():
             return None
         return observation
+
+    def _container_running(self) -> bool:
+        """False once the container has stopped. A shell that just died may be the first sign,
+        before the engine has marked the container stopped, so look again for a moment."""
+        for _ in range(5):
+            if self.container.status()[0] != "running":
+                return False
+            time.sleep(0.2)
+        return True
 
     def _observe(self, step: dict, action: Action, observation: str, **extra: Any) -> None:
         call_id = action.call.id if action.call else None
