@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from aes.config import AesConfig, ConfigError, load_config, register_schema
 from aes.sandbox.docker_backend import SandboxError
-from aes.sandbox.docker_client import ENGINE_ERRORS, SandboxUnavailable
+from aes.sandbox.docker_client import SandboxUnavailable
 from aes.sandbox.engine import DiskFull, disk_full_message, is_disk_full
 
 log = logging.getLogger("aes")
@@ -88,9 +88,7 @@ def main(raw: DictConfig) -> None:
         ok = dispatch(cfg, run_dir)
     except (ConfigError, SandboxUnavailable, SandboxError, DiskFull) as exc:
         _stop(str(exc), 2 if isinstance(exc, ConfigError) else 1)
-    except ENGINE_ERRORS as exc:  # outside a trial (trials wait for the engine and rerun)
-        if "docker" not in repr(exc).lower() and not isinstance(exc, requests.exceptions.ConnectionError):
-            raise
+    except requests.exceptions.ConnectionError as exc:  # docker-py's transport, outside a trial
         _stop(f"lost the Docker engine ({exc}); start it again and rerun the same command: the run "
               "resumes where it stopped", 1)
     except Exception as exc:  # noqa: BLE001 - only a full disk is turned into a message

@@ -19,7 +19,6 @@ from aes.proposer.assignments import Assignment
 from aes.proposer.tools import ProposerTools
 from aes.proposer.workspace import READ_ONLY, Workspace
 from aes.sandbox import Container, DockerSandbox
-from aes.sandbox.docker_client import ENGINE_ERRORS
 from aes.sandbox.engine import SHUTDOWN_GRACE_SEC
 from aes.sandbox.shell import ShellSession
 
@@ -102,21 +101,18 @@ class TerminalHarness:
         start a new container on the same workspace (a host mount: drafts and memory are kept)
         and go on, up to ``sandbox.engine_retries`` times."""
         assert self.episode is not None
-        engine = self.sandbox.engine
-        for _ in range(self.sandbox.cfg.engine_retries):
-            generation = engine.generation
-            try:
-                end = self.episode.send(message, self.deadline)
-            except ENGINE_ERRORS:
-                end = EndReason.CONTAINER_STOPPED
-            if end != EndReason.CONTAINER_STOPPED or not engine.lost_since(generation, SHUTDOWN_GRACE_SEC):
-                return end
-            self.sandbox.recover()
+        episode, pending = self.episode, [message]
+
+        def renew() -> None:
             self.close()
-            self.container = self.episode.container = self._container()
-            self.episode.shell = ShellSession(self.container)
-            message = RESTARTED
-        return self.episode.send(message, self.deadline)
+            self.container = episode.container = self._container()
+            episode.shell = ShellSession(self.container)
+            pending[0] = RESTARTED
+
+        end, _ = self.sandbox.through_restarts(
+            f"proposer episode {self.label}", lambda: episode.send(pending[0], self.deadline),
+            lambda end: SHUTDOWN_GRACE_SEC if end == EndReason.CONTAINER_STOPPED else None, renew)
+        return end
 
     def revise(self, feedback: str) -> Path | None:
         return self._run(f"{feedback}\n\nFix the task in a new draft directory, validate it, and submit again.")

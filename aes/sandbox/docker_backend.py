@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import docker.errors
 
@@ -24,6 +25,7 @@ from aes.sandbox.verifier_toolchain import MOUNT, PRELOAD_GUARD, build_toolchain
 from aes.tasks import Task
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _reaped: set[str | None] = set()
 _reap_lock = threading.Lock()
@@ -61,23 +63,45 @@ class DockerSandbox:
         """Build (or reuse) ``task``'s image; a build cut short by an engine restart runs again,
         and a failure for lack of disk space stops the run (:class:`DiskFull`) rather than
         rejecting the task."""
-        for retry in range(self.cfg.engine_retries + 1):
-            self.engine.check_disk(self.cfg.min_free_disk_gib)
+        def suspect(result: BuildResult) -> float | None:
+            if result.image:
+                return None
+            return SHUTDOWN_GRACE_SEC if result.reason and "stream broke" in result.reason.message else 0.0
+
+        result, _ = self.through_restarts(f"{task.name}: image build", lambda: self.builder.build(task), suspect)
+        if result.reason and "no space left on device" in result.reason.message.lower():
+            self.engine.check_disk(self.cfg.min_free_disk_gib, force=True)
+        return result
+
+    def through_restarts(self, what: str, attempt: Callable[[], T], suspect: Callable[[T], float | None],
+                         renew: Callable[[], None] | None = None,
+                         cfg: SandboxConfig | None = None) -> tuple[T, int]:
+        """``attempt()`` again, up to ``sandbox.engine_retries`` times, while the Docker engine
+        goes away under it; the result and how many times it was run again.
+
+        ``suspect(result)``: None when the result stands whatever the engine did, else how long
+        to watch for a stopping engine before the result counts. ``renew`` runs after the engine
+        is back, before the next attempt. Checks the disk first (:class:`DiskFull`). ``cfg``: the
+        caller's sandbox settings (retries, disk floor), default this sandbox's.
+        """
+        cfg = cfg or self.cfg
+        for retry in range(cfg.engine_retries + 1):
+            self.engine.check_disk(cfg.min_free_disk_gib)
             generation = self.engine.generation
             try:
-                result = self.builder.build(task)
-            except ENGINE_ERRORS:
-                result = None
-            broke = result is not None and result.reason is not None and "stream broke" in result.reason.message
-            grace = SHUTDOWN_GRACE_SEC if broke else 0.0
-            if result is not None and (result.image or not self.engine.lost_since(generation, grace)):
-                if result.reason and "no space left on device" in result.reason.message.lower():
-                    self.engine.check_disk(self.cfg.min_free_disk_gib, force=True)
-                return result
-            log.warning("%s: the Docker engine went away during the image build; building again", task.name)
+                result = attempt()
+            except ENGINE_ERRORS as exc:
+                why = f"{type(exc).__name__}: {exc}"
+            else:
+                grace = suspect(result)
+                if grace is None or not self.engine.lost_since(generation, grace):
+                    return result, retry
+                why = "its container stopped"
+            log.warning("%s lost to the Docker engine going away (%s); running it again", what, why)
             self.recover()
-        raise SandboxError(f"{task.name}: the Docker engine went away during each of "
-                           f"{self.cfg.engine_retries + 1} image builds")
+            if renew is not None:
+                renew()
+        raise SandboxError(f"{what}: the Docker engine went away during each of {cfg.engine_retries + 1} runs")
 
     def recover(self) -> None:
         """After losing the engine: wait for it, then remove this process's stopped containers

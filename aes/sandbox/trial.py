@@ -28,7 +28,6 @@ import docker.errors
 from aes.config import SandboxConfig
 from aes.sandbox.container import Container, ExecResult, tar_entries
 from aes.sandbox.docker_backend import DockerSandbox, SandboxError
-from aes.sandbox.docker_client import ENGINE_ERRORS
 from aes.sandbox.engine import SHUTDOWN_GRACE_SEC
 from aes.sandbox.verifier_toolchain import MOUNT, verify_command
 from aes.tasks import Task
@@ -164,27 +163,18 @@ class TrialRunner:
         stops every container) waits for the engine and runs again in a new container, up to
         ``sandbox.engine_retries`` times; a reward already earned is kept.
         """
-        engine = self.sandbox.engine
-        for retry in range(self.cfg.engine_retries + 1):
-            engine.check_disk(self.cfg.min_free_disk_gib)
-            generation = engine.generation
-            try:
-                result = self._run_once(task, agent, image)
-            except ENGINE_ERRORS as exc:
-                result, why = None, f"{type(exc).__name__}: {exc}"
-            else:
-                why = f"{result.outcome.value}: {result.detail[:200]}"
-            grace = SHUTDOWN_GRACE_SEC if result and result.outcome in _MAYBE_ENGINE else 0.0
-            if result is not None and (result.reward is not None or not engine.lost_since(generation, grace)):
-                if retry:
-                    result.detail = (result.detail + f" (run {retry + 1} times: the Docker engine "
-                                     "went away during the earlier runs)").strip()
-                return result
-            log.warning("%s: trial lost to the Docker engine going away (%s); running it again",
-                        task.name, why)
-            self.sandbox.recover()
-        raise SandboxError(f"{task.name}: the Docker engine went away during each of "
-                           f"{self.cfg.engine_retries + 1} runs of this trial")
+        def suspect(result: TrialResult) -> float | None:
+            if result.reward is not None:
+                return None
+            return SHUTDOWN_GRACE_SEC if result.outcome in _MAYBE_ENGINE else 0.0
+
+        result, retries = self.sandbox.through_restarts(f"{task.name}: trial",
+                                                        lambda: self._run_once(task, agent, image), suspect,
+                                                        cfg=self.cfg)
+        if retries:
+            result.detail = (result.detail + f" (run {retries + 1} times: the Docker engine went away "
+                             "during the earlier runs)").strip()
+        return result
 
     def _run_once(self, task: Task, agent: TrialAgent, image: str | None) -> TrialResult:
         timings: dict[str, float] = {}
