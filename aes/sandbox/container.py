@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 
 import docker.errors
 
-from aes.sandbox.docker_client import ENGINE_ERRORS
+from aes.sandbox.docker_client import ENGINE_ERRORS, proc_stat
 
 log = logging.getLogger(__name__)
 
@@ -340,11 +340,10 @@ def _descendants(pid: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
+        fields = proc_stat(entry)
+        if not fields or len(fields) < 2:
             continue
+        ppid = int(fields[1])
         children.setdefault(ppid, []).append(int(entry))
     out, stack = [], [pid]
     while stack:

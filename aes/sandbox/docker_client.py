@@ -38,13 +38,19 @@ class SandboxUnavailable(RuntimeError):
     """The Docker engine cannot be reached; the message says how to start it."""
 
 
-def _process_start(pid: int) -> str | None:
-    """Start time of a process (clock ticks since boot), None if it does not exist."""
+def proc_stat(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (state first), None if gone."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[19]
+            return fh.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+
+
+def _process_start(pid: int) -> str | None:
+    """Start time of a process (clock ticks since boot), None if it does not exist."""
+    fields = proc_stat(pid)
+    return fields[19] if fields and len(fields) > 19 else None
 
 
 def image_labels(kind: str, task: str | None = None) -> dict[str, str]:

@@ -14,6 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from aes.sandbox.docker_client import proc_stat
 from aes.sandbox.selftest import attack_task
 from aes.sandbox.trial import OracleAgent, TrialResult, TrialRunner
 from aes.tasks import load_task
@@ -33,12 +34,10 @@ def _named(name: str) -> list[int]:
 
 def _alive(pid: int) -> bool:
     """True while ``pid`` runs; a zombie (an engine this process started earlier) is reaped."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            state = fh.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
+    fields = proc_stat(pid)
+    if not fields:
         return False
-    if state != "Z":
+    if fields[0] != "Z":
         return True
     try:
         os.waitpid(pid, os.WNOHANG)
