@@ -339,10 +339,38 @@ class SandboxConfig:
     ca_cert_dir: str = "/usr/local/share/ca-certificates"
     """Host directory of extra CA certificates injected into the base image."""
     trusted_verifier: bool = True
-    """Verify with a read-only toolchain from the base image after killing the agent's processes;
-    False runs tests/test.sh with the container's own tools, exactly as Harbor does."""
-    verifier_dir: Optional[str] = None
-    """Host directory of the trusted verifier toolchain; None: /var/lib/aes/verifier (root) or ~/.cache/aes/verifier."""
+    """Verify sealed: in a fresh container from the task's pristine image that receives the
+    agent's file changes minus the verifier's own runtime (aes/sandbox/carry.py); False verifies
+    in the agent's own container, exactly as Harbor does (for tests that need the agent's
+    running services)."""
+    max_build_timeout_sec: float = 3600.0
+    """Upper bound on any task's [environment] build_timeout_sec (larger values are clamped)."""
+    max_agent_timeout_sec: float = 7200.0
+    """Upper bound on any task's [agent] timeout_sec (the oracle's too)."""
+    max_verifier_timeout_sec: float = 3600.0
+    """Upper bound on any task's [verifier] timeout_sec."""
+    max_cpus: float = 16.0
+    """Upper bound on a task's [environment] cpus (also clamped to the host)."""
+    max_memory_mb: int = 32768
+    """Upper bound on a task's [environment] memory_mb (also clamped to the host)."""
+    default_storage_mb: int = 10240
+    """Writable-layer limit of a trial container in MiB when task.toml gives no storage_mb."""
+    max_storage_mb: int = 20480
+    """Upper bound on a task's [environment] storage_mb."""
+    storage_poll_sec: float = 1.0
+    """How often the storage watchdog measures each trial container's writable layer."""
+    max_tests_mb: int = 64
+    """Largest tests/ (and solution/) directory accepted, in MiB (sizes are read, not the files)."""
+    max_instruction_kb: int = 256
+    """Largest instruction.md accepted, in KiB."""
+    max_carry_entries: int = 200000
+    """Most changed paths carried from the agent's container into the verifier's."""
+    isolate_host: bool = True
+    """Run builds and trials on aes's own bridge network, from which the host's own services (the
+    engine's gateway and every host address) cannot be reached (needs root and iptables; a warning
+    says when it cannot be set up)."""
+    network_name: str = "aes-isolated"
+    """Name of that Docker network (its bridge interface is ``aes0``)."""
     engine_wait_sec: float = 600.0
     """How long a trial or build waits for a Docker engine that went away (restart, crash)
     before the run stops with a message; the run resumes when started again."""
@@ -361,6 +389,12 @@ class SandboxConfig:
             raise ConfigError("sandbox.output_limit_bytes must be >= 1024")
         if self.engine_retries < 0 or self.engine_wait_sec < 0:
             raise ConfigError("sandbox.engine_retries and sandbox.engine_wait_sec must be >= 0")
+        for name in ("max_build_timeout_sec", "max_agent_timeout_sec", "max_verifier_timeout_sec", "max_cpus",
+                     "max_memory_mb", "default_storage_mb", "max_storage_mb", "storage_poll_sec",
+                     "max_tests_mb", "max_instruction_kb", "max_carry_entries"):
+            value = getattr(self, name)
+            if not 0 < value < 1e12:
+                raise ConfigError(f"sandbox.{name} must be a positive number, got {value!r}")
 
 
 @dataclass
@@ -427,6 +461,10 @@ class AesConfig:
     """A trajectories/ dir (written by mode=rollout) that mode=train trains the solver on."""
     seed: int = 0
     """Random seed."""
+    infra_failure_limit: int = 8
+    """Solver attempts of one rollout batch that may end in an infrastructure failure (model server
+    unreachable, Docker engine lost, sandbox error) before the run stops and names the causes;
+    such attempts are never scored."""
     run_dir: Optional[str] = None
     """Output directory; None uses Hydra's run dir."""
     proposer: ModelConfig = field(default_factory=ModelConfig)
