@@ -56,17 +56,18 @@ def bootstrap(
     force: bool = typer.Option(False, help="Rebuild the base image even if it exists."),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
-    """Build the local base image (debootstrap + docker import) and the trusted verifier toolchain."""
+    """Build the local base image (debootstrap + docker import) and aes's isolated network."""
     _setup_logging()
     from aes.sandbox import DockerSandbox
     from aes.sandbox.bootstrap import bootstrap_base_image
+    from aes.sandbox.network import host_isolated
 
     cfg = _config(set_)
     image_id = bootstrap_base_image(cfg.sandbox, force=force)
     typer.echo(f"{cfg.sandbox.base_image} {image_id[:19]}")
-    if cfg.sandbox.trusted_verifier:
-        mounts = DockerSandbox(cfg.sandbox).toolchain_mounts()
-        typer.echo(f"verifier toolchain {next(iter(mounts))}")
+    sandbox = DockerSandbox(cfg.sandbox)
+    typer.echo(f"network {sandbox.network}: host services "
+               f"{'unreachable from builds and trials' if host_isolated(cfg.sandbox) else 'REACHABLE (see the warning)'}")
 
 
 @sandbox_app.command()

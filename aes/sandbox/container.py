@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import logging
 import os
 import select
 import signal
 import struct
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -92,18 +95,23 @@ class _Frames:
             del self.buf[:8]
 
 
-def tar_directory(local_dir: Path, arc_root: str) -> bytes:
-    """A tar of ``local_dir`` whose entries live under ``arc_root`` (no leading slash)."""
-    buf = io.BytesIO()
+def tar_directory(local_dir: Path, arc_root: str, executable: tuple[str, ...] = ()) -> tempfile.SpooledTemporaryFile:
+    """A tar of ``local_dir`` whose entries live under ``arc_root`` (no leading slash), spooled to
+    disk past 8 MiB and read file by file, so a large directory never sits in memory whole.
+    Entries are root-owned; top-level files named in ``executable`` get mode 0755."""
+    buf = tempfile.SpooledTemporaryFile(max_size=8 << 20)
+
+    def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        if info.isfile() and info.name in {f"{arc_root}/{name}" for name in executable}:
+            info.mode |= 0o755
+        return info
+
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(str(local_dir), arcname=arc_root, filter=_root_owned)
-    return buf.getvalue()
-
-
-def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    info.uid = info.gid = 0
-    info.uname = info.gname = "root"
-    return info
+        tar.add(str(local_dir), arcname=arc_root, filter=owned)
+    buf.seek(0)
+    return buf
 
 
 def tar_entries(entries: dict[str, bytes | None]) -> bytes:
@@ -230,14 +238,26 @@ class Container:
                 pass
 
     # -- files -------------------------------------------------------------------------
-    def put_archive(self, tar_bytes: bytes, dest: str = "/") -> None:
-        """Extract a tar into the container at ``dest`` (which must exist)."""
+    def put_archive(self, tar_bytes, dest: str = "/") -> None:
+        """Extract a tar (bytes or a file object, streamed) into the container at ``dest``."""
         self.api.put_archive(self.id, dest, tar_bytes)
 
-    def upload_dir(self, local_dir: Path, dest: str) -> None:
-        """Copy the contents of ``local_dir`` to the absolute path ``dest``."""
+    def upload_dir(self, local_dir: Path, dest: str, executable: tuple[str, ...] = ()) -> None:
+        """Copy the contents of ``local_dir`` to the absolute path ``dest`` (streamed)."""
         target = PurePosixPath(dest)
-        self.put_archive(tar_directory(local_dir, str(target.relative_to("/"))), "/")
+        with tar_directory(local_dir, str(target.relative_to("/")), executable) as archive:
+            self.put_archive(archive, "/")
+
+    def stat(self, path: str) -> dict | None:
+        """The engine's stat of ``path`` (name, size, mode, linkTarget); None if absent."""
+        response = self.api.head(self.api._url("/containers/{0}/archive", self.id), params={"path": path})
+        if response.status_code != 200:
+            return None
+        header = response.headers.get("X-Docker-Container-Path-Stat")
+        return json.loads(base64.b64decode(header)) if header else None
+
+    def exists(self, path: str) -> bool:
+        return self.stat(path) is not None
 
     def read_file(self, path: str, limit: int = 1 << 20) -> bytes | None:
         """A regular file's bytes (at most ``limit``); None if absent or not a regular file."""
@@ -284,10 +304,14 @@ class Container:
             return "removed", None, False
         return state["Status"], state.get("ExitCode"), bool(state.get("OOMKilled"))
 
-    def restart(self) -> None:
-        """Kill every process in the container (SIGKILL, no grace) and start its keepalive again;
-        the file system is kept."""
-        self.api.restart(self.id, timeout=0)
+    def pause(self) -> None:
+        """Freeze every process of the container (cgroup freezer): none runs again; files stay
+        readable. A container that is not running is left as it is."""
+        try:
+            self.api.pause(self.id)
+        except docker.errors.APIError as exc:
+            if "is not running" not in str(exc) and "already paused" not in str(exc):
+                raise
 
     def logs(self, limit: int = 4096) -> str:
         try:

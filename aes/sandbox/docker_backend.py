@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from pathlib import Path
 from typing import Callable, TypeVar
 
 import docker.errors
 
 from aes.config import SandboxConfig
+from aes.errors import InfrastructureError
 from aes.sandbox.container import Container
 from aes.sandbox.docker_client import (
     LABEL_MANAGED,
@@ -21,7 +21,9 @@ from aes.sandbox.docker_client import (
 )
 from aes.sandbox.engine import ENGINE_ERRORS, SHUTDOWN_GRACE_SEC, engine_watch
 from aes.sandbox.images import BuildResult, ImageBuilder
-from aes.sandbox.verifier_toolchain import MOUNT, PRELOAD_GUARD, build_toolchain
+from aes.sandbox import limits
+from aes.sandbox.network import isolated_network
+from aes.sandbox.storage import StorageWatch
 from aes.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -47,17 +49,8 @@ class DockerSandbox:
             if cfg.reap_on_start and cfg.docker_host not in _reaped:
                 _reaped.add(cfg.docker_host)
                 reap_orphans(cfg)
-        self._toolchain: Path | None = None
-
-    def toolchain_mounts(self) -> dict[str, tuple[str, str]]:
-        """Read-only mounts of the trusted verifier toolchain (built on first use)."""
-        if not self.cfg.trusted_verifier:
-            return {}
-        if self._toolchain is None:
-            root = Path(self.cfg.verifier_dir) if self.cfg.verifier_dir else default_verifier_dir()
-            self._toolchain = build_toolchain(self.client, self.cfg.base_image, root)
-        return {str(self._toolchain): (MOUNT, "ro"),
-                str(self._toolchain / PRELOAD_GUARD): ("/etc/ld.so.preload", "ro")}
+        self.network = isolated_network(self.client, cfg)
+        self.storage = StorageWatch(self.client, cfg.storage_poll_sec)
 
     def build(self, task: Task) -> BuildResult:
         """Build (or reuse) ``task``'s image; a build cut short by an engine restart runs again,
@@ -118,9 +111,9 @@ class DockerSandbox:
             log.warning("could not list stopped containers after the engine came back: %s", exc)
 
     def limits(self, task: Task) -> tuple[float, int]:
-        """(cpus, memory MiB) for a trial of ``task``, clamped to what the host has."""
-        cpus = task.spec.cpus or self.cfg.default_cpus
-        memory = task.spec.memory_mb or self.cfg.default_memory_mb
+        """(cpus, memory MiB) for a trial of ``task``: bounded by ``sandbox.max_*`` and the host."""
+        cpus = min(task.spec.cpus or self.cfg.default_cpus, self.cfg.max_cpus)
+        memory = min(task.spec.memory_mb or self.cfg.default_memory_mb, self.cfg.max_memory_mb)
         if cpus > self.host_cpus:
             self._warn_once("cpus", f"task asks for {cpus:g} CPUs; this host has {self.host_cpus:g}: using {self.host_cpus:g}")
             cpus = self.host_cpus
@@ -129,36 +122,56 @@ class DockerSandbox:
             memory = self.host_memory_mb
         return cpus, memory
 
+    def storage_limit_mb(self, task: Task) -> int:
+        """The writable-layer limit of a trial container of ``task`` (MiB)."""
+        return limits.storage_mb(self.cfg, task)
+
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._clamp_warned:
             self._clamp_warned.add(key)
             log.warning(message)
 
-    def start(self, image: str, task: Task, role: str = "trial") -> Container:
-        """Start a trial container from ``image`` with the task's limits."""
+    def start(self, image: str, task: Task, role: str = "trial", *, entrypoint: list[str] | None = None,
+              env: dict[str, str] | None = None, workdir: str | None = None) -> Container:
+        """Start a container of ``image`` with the task's limits, watched for its storage use.
+
+        The agent's container keeps the image's ENTRYPOINT (as Harbor does); ``entrypoint`` (the
+        verifier's) replaces it and the image's CMD and HEALTHCHECK. Either way the container
+        stops by itself once its longest possible trial is over, should aes die before removing it.
+        """
         cpus, memory = self.limits(task)
         network = "none" if task.spec.network_mode in ("no-network", "allowlist") else "bridge"
-        return self.run_container(image, cpus=cpus, memory_mb=memory, network=network,
-                                  workdir=task.spec.workdir, env=task.spec.env, role=role, label=task.name,
-                                  mounts=self.toolchain_mounts())
+        lifetime = int(2 * (limits.agent_timeout(self.cfg, task) + limits.verifier_timeout(self.cfg, task)) + 600)
+        container = self.run_container(
+            image, cpus=cpus, memory_mb=memory, network=network,
+            workdir=workdir if workdir is not None else task.spec.workdir,
+            env=env if env is not None else task.spec.env, role=role, label=task.name,
+            entrypoint=[*entrypoint, str(lifetime)] if entrypoint else None,
+            command=None if entrypoint else ["sh", "-c", f"sleep {lifetime}"])
+        self.storage.watch(container, self.storage_limit_mb(task))
+        return container
 
     def run_container(self, image: str, *, cpus: float, memory_mb: int, network: str = "none",
                       workdir: str | None = None, env: dict[str, str] | None = None,
                       mounts: dict[str, tuple[str, str]] | None = None, role: str = "trial",
-                      label: str | None = None) -> Container:
+                      label: str | None = None, entrypoint: list[str] | None = None,
+                      command: list[str] | None = None) -> Container:
         """Start a labelled container that sleeps until commands are exec'd into it.
 
-        ``mounts`` maps host paths to (container path, "ro"|"rw") bind mounts.
+        ``mounts`` maps host paths to (container path, "ro"|"rw") bind mounts. ``network``:
+        ``none``, or ``bridge`` for a network (aes's isolated bridge when ``sandbox.isolate_host``).
         """
         cpus = min(cpus, self.host_cpus)
         if self.host_memory_mb:
             memory_mb = min(memory_mb, self.host_memory_mb)
+        if network == "bridge":
+            network = self.network
         volumes = {host: {"bind": target, "mode": mode} for host, (target, mode) in (mounts or {}).items()}
+        extra = {"entrypoint": entrypoint, "healthcheck": {"test": ["NONE"]}} if entrypoint else {}
         try:
-            container = self.client.containers.run(
+            container = self.client.containers.create(
                 image,
-                command=["sh", "-c", "sleep infinity"],
-                detach=True,
+                command=command if command is not None else (None if entrypoint else ["sh", "-c", "sleep infinity"]),
                 labels=owner_labels(role, label),
                 nano_cpus=int(cpus * 1e9),
                 mem_limit=f"{memory_mb}m",
@@ -169,20 +182,20 @@ class DockerSandbox:
                 environment=env or None,
                 volumes=volumes or None,
                 init=True,
+                **extra,
             )
         except docker.errors.APIError as exc:
+            raise SandboxError(f"could not create a container from {image}: {exc.explanation or exc}") from None
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            try:
+                container.remove(force=True)
+            except docker.errors.APIError:
+                pass
             raise SandboxError(f"could not start a container from {image}: {exc.explanation or exc}") from None
         return Container(self.client, container, self.cfg.output_limit_bytes, workdir=workdir)
 
 
-def default_verifier_dir() -> Path:
-    system = Path("/var/lib/aes/verifier")
-    try:
-        system.mkdir(parents=True, exist_ok=True)
-        return system
-    except PermissionError:
-        return Path.home() / ".cache" / "aes" / "verifier"
-
-
-class SandboxError(RuntimeError):
+class SandboxError(InfrastructureError):
     """The sandbox failed (not the task): the engine refused or went away."""

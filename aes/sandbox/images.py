@@ -26,7 +26,9 @@ import docker.errors
 from docker.utils.build import exclude_paths
 
 from aes.config import SandboxConfig
+from aes.sandbox import limits
 from aes.sandbox.docker_client import connect, image_labels
+from aes.sandbox.network import isolated_network
 from aes.tasks import Reason, Task
 from aes.tasks.static import dockerfile_instructions
 
@@ -67,6 +69,7 @@ class ImageBuilder:
         self._pull_failed: set[str] = set()
         self._warned: set[str] = set()
         self._aliases = {_normalise(k): v for k, v in cfg.image_aliases.items()}
+        self.network = isolated_network(self.client, cfg)
 
     # -- base images -------------------------------------------------------------------
     def _local_image_id(self, ref: str) -> str | None:
@@ -133,7 +136,7 @@ class ImageBuilder:
         """A tar of the build context (Dockerfile replaced) and its content hash."""
         root = task.environment_dir
         ignore = root / ".dockerignore"
-        patterns = ignore.read_text(errors="replace").splitlines() if ignore.is_file() else []
+        patterns = _read_head(ignore, MAX_DOCKERIGNORE_BYTES).splitlines() if ignore.is_file() else []
         patterns = [p.strip() for p in patterns if p.strip() and not p.strip().startswith("#")]
         names = sorted(p for p in exclude_paths(str(root), patterns, dockerfile="Dockerfile")
                        if p != "Dockerfile")
@@ -149,10 +152,10 @@ class ImageBuilder:
                 mode = os.lstat(path).st_mode
                 digest.update(f"{name}\0{info.type!r}\0{mode & 0o777:o}\0{info.linkname}\0".encode())
                 if stat.S_ISREG(mode):
-                    with open(path, "rb") as fh:
-                        data = fh.read()
-                    digest.update(hashlib.sha256(data).digest())
-                    tar.addfile(info, io.BytesIO(data))
+                    with _open_regular(path) as fh:
+                        reader = _HashingReader(fh)
+                        tar.addfile(info, reader)  # streamed: reads exactly info.size bytes
+                    digest.update(reader.sha.digest())
                 elif stat.S_ISDIR(mode) or stat.S_ISLNK(mode):
                     tar.addfile(info)
             data = dockerfile.encode()
@@ -187,14 +190,13 @@ class ImageBuilder:
             if self._local_image_id(tag):
                 return BuildResult(image=tag, cached=True, substitutions=subs,
                                    seconds=time.monotonic() - start)
-            timeout = task.spec.build_timeout_sec or self.cfg.default_build_timeout_sec
-            ok, log_tail, reason = self._run_build(context, tag, task, timeout)
+            ok, log_tail, reason = self._run_build(context, tag, task, limits.build_timeout(self.cfg, task))
         return BuildResult(image=tag if ok else None, log_tail=log_tail, reason=reason,
                            substitutions=subs, seconds=time.monotonic() - start)
 
     def _run_build(self, context, tag: str, task: Task, timeout: float) -> tuple[bool, str, Reason | None]:
         api = self.client.api
-        params = {"t": tag, "rm": "1", "forcerm": "1", "q": "0",
+        params = {"t": tag, "rm": "1", "forcerm": "1", "q": "0", "networkmode": self.network,
                   "labels": json.dumps(image_labels("task", task.name))}
         response = api.post(
             f"{api.base_url}/v{api.api_version}/build", params=params, data=context,
@@ -233,6 +235,45 @@ class ImageBuilder:
             return False, tail, Reason("build.timeout", f"image build exceeded {timeout:.0f} s (build_timeout_sec)")
         last = "\n".join(tail.strip().splitlines()[-12:])
         return False, tail, Reason("build.failed", f"docker build failed: {error}\n{last}".strip())
+
+
+MAX_DOCKERIGNORE_BYTES = 1 << 20
+"""Most bytes of environment/.dockerignore read (static checks reject a larger one)."""
+
+
+class _HashingReader:
+    """A file wrapper that hashes what is read through it, so a context file is read once,
+    in the chunks ``tarfile`` asks for, and its hash is that of the bytes put into the tar."""
+
+    def __init__(self, fh):
+        self.fh = fh
+        self.sha = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.fh.read(size)
+        self.sha.update(data)
+        return data
+
+
+def _open_regular(path, follow: bool = False):
+    """Open a context file for reading without following a symlink (unless ``follow``) or
+    blocking on a FIFO that replaced it after the walk; OSError if it is not a regular file."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
+    fh = open(fd, "rb", closefd=True)
+    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        fh.close()
+        raise OSError(f"{path} is no longer a regular file")
+    return fh
+
+
+def _read_head(path, limit: int) -> str:
+    """At most ``limit`` bytes of a small text file, decoded leniently ("" if it is not a file)."""
+    try:
+        with _open_regular(path, follow=True) as fh:
+            return fh.read(limit).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _abort_response(response, fired: threading.Event) -> None:

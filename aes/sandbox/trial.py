@@ -1,16 +1,22 @@
-"""Trials with Harbor's semantics: an agent phase, then the verifier, in one container.
+"""Trials with Harbor's semantics: an agent phase in a container, then the verifier.
 
 * oracle: upload ``solution/`` to ``/solution``, run ``solve.sh`` (agent timeout applies);
 * nop: do nothing;
-* an agent: anything implementing :class:`TrialAgent` (the terminal agent, later);
-* verify: delete ``/logs/verifier/reward.{txt,json}``, upload ``tests/`` to ``/tests``,
-  run ``tests/test.sh``, then read ``reward.json`` (flat dict of numbers, key ``reward``)
-  or else ``reward.txt`` (one float). No reward file is an error, not a zero.
+* an agent: anything implementing :class:`TrialAgent` (the terminal agent);
+* verify: ``tests/`` goes to ``/tests``, ``test.sh`` runs, then ``reward.json`` (flat dict of
+  numbers, key ``reward``) or else ``reward.txt`` (one float) is read. No reward file is an
+  outcome, not a zero.
 
 As in Harbor, the verifier still runs after the agent phase times out. With
-``sandbox.trusted_verifier`` (the default) it runs with a toolchain the agent never
-could write to, after the agent's processes are gone (see
-:mod:`aes.sandbox.verifier_toolchain`); the rewards of honest work are the same.
+``sandbox.trusted_verifier`` (the default) it runs sealed, in a fresh container of the task's
+pristine image that receives the agent's file changes (:mod:`aes.sandbox.verifier` states the
+guarantee); ``false`` verifies in the agent's own container, exactly as Harbor does.
+
+Outcomes (:class:`Outcome`) are exhaustive. ``ok`` and ``agent_timeout`` carry the reward the
+tests wrote. The outcomes in :data:`AGENT_BROKE` mean the agent's container or the verification
+of its work broke while the agent had control (or because of what it left): a solver attempt
+scores 0 for them. The outcomes in :data:`INFRASTRUCTURE` are failures of what aes runs on (the
+Docker engine, a model server): never a reward, counted, and named in metrics.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -28,8 +35,11 @@ import docker.errors
 from aes.config import SandboxConfig
 from aes.sandbox.container import Container, ExecResult, tar_entries
 from aes.sandbox.docker_backend import DockerSandbox, SandboxError
+from aes.errors import InfrastructureError
+from aes.sandbox import limits
+from aes.sandbox.carry import CarryError
 from aes.sandbox.engine import SHUTDOWN_GRACE_SEC
-from aes.sandbox.verifier_toolchain import MOUNT, verify_command
+from aes.sandbox.verifier import SealedVerifier
 from aes.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -43,13 +53,36 @@ class Outcome(str, Enum):
     """How a trial ended. Only ``ok`` and ``agent_timeout`` carry a reward."""
 
     OK = "ok"
+    """Verified: the reward is what tests/test.sh wrote."""
     AGENT_TIMEOUT = "agent_timeout"
+    """The agent phase hit [agent] timeout_sec; verified anyway (Harbor does the same)."""
     BUILD_FAILED = "build_failed"
+    """The image did not build: the task's fault; no attempt ran."""
     VERIFIER_TIMEOUT = "verifier_timeout"
+    """tests/test.sh ran past [verifier] timeout_sec."""
     NO_REWARD_FILE = "no_reward_file"
+    """tests/test.sh wrote neither reward.json nor reward.txt."""
     BAD_REWARD_FILE = "bad_reward_file"
+    """The reward file does not hold a finite number (reward.json: a flat object of them)."""
     CONTAINER_DIED = "container_died"
+    """The agent's container stopped during the agent phase (OOM, its init killed, ...)."""
+    STORAGE_EXCEEDED = "storage_exceeded"
+    """The agent wrote more than the task's storage limit (killed by the watchdog), or its
+    changes were too many or too large to carry to the verifier."""
+    CARRY_FAILED = "carry_failed"
+    """The agent's files could not be written into the verifier's container."""
     SANDBOX_ERROR = "sandbox_error"
+    """The Docker engine refused or failed (infrastructure)."""
+    INFRA_ERROR = "infra_error"
+    """Something the agent depends on failed (e.g. its model server is unreachable)."""
+
+
+AGENT_BROKE = frozenset({Outcome.VERIFIER_TIMEOUT, Outcome.NO_REWARD_FILE, Outcome.BAD_REWARD_FILE,
+                         Outcome.CONTAINER_DIED, Outcome.STORAGE_EXCEEDED, Outcome.CARRY_FAILED})
+"""Outcomes of a task that passed admission which only what the agent did can cause: in a
+solver attempt they score 0, so breaking the verifier never escapes a low reward."""
+INFRASTRUCTURE = frozenset({Outcome.SANDBOX_ERROR, Outcome.INFRA_ERROR})
+"""Failures of the infrastructure: never a reward, counted apart."""
 
 
 @dataclass
@@ -155,6 +188,7 @@ class TrialRunner:
     def __init__(self, cfg: SandboxConfig, sandbox: DockerSandbox | None = None):
         self.cfg = cfg
         self.sandbox = sandbox or DockerSandbox(cfg)
+        self.verifier = SealedVerifier(self.sandbox)
 
     def run(self, task: Task, agent: TrialAgent, image: str | None = None) -> TrialResult:
         """Build (unless ``image`` is given), start, run the agent, verify, tear down.
@@ -190,34 +224,50 @@ class TrialRunner:
             image = build.image
         result.image = image
         clock = time.monotonic()
+        containers: list[Container] = []
         try:
+            sealed = self.cfg.trusted_verifier
+            pristine = _Background(lambda: self.verifier.start(image, task)) if sealed else None
             container = self.sandbox.start(image, task)
-        except SandboxError as exc:
-            result.outcome, result.detail = Outcome.SANDBOX_ERROR, str(exc)
-            return result
-        timings["start"] = time.monotonic() - clock
-        try:
-            self._run_in(container, task, agent, result, timings)
+            containers.append(container)
+            timings["start"] = time.monotonic() - clock
+            self._agent_phase(container, task, agent, result, timings)
+            if result.outcome in (Outcome.OK, Outcome.AGENT_TIMEOUT):
+                clock = time.monotonic()
+                if pristine is not None:
+                    verifier = pristine.get()
+                    containers.append(verifier)
+                    self._verify_sealed(container, verifier, image, task, result, timings)
+                else:
+                    self._verify_in_place(container, task, result)
+                timings["verify"] = time.monotonic() - clock
+            elif pristine is not None:
+                containers.append(pristine.get())
+        except InfrastructureError as exc:
+            result.outcome, result.detail, result.reward = _infra_outcome(exc), str(exc), None
         except docker.errors.APIError as exc:
-            state, code, oom = container.status()
-            if state != "running":
-                result.outcome = Outcome.CONTAINER_DIED
-                result.detail = _died(state, code, oom, container)
+            state, code, oom = containers[0].status() if containers else ("removed", None, False)
+            if containers and state not in ("running", "paused"):
+                result.outcome, result.detail = Outcome.CONTAINER_DIED, _died(state, code, oom, containers[0])
             else:
                 result.outcome, result.detail = Outcome.SANDBOX_ERROR, f"docker error: {exc}"
             result.reward = None
         finally:
             clock = time.monotonic()
-            container.remove()
+            for box in containers:
+                self.sandbox.storage.forget(box)
+                box.remove()
+            if pristine is not None:
+                pristine.discard(self.sandbox)
             timings["teardown"] = time.monotonic() - clock
             result.timings = timings
         return result
 
-    def _run_in(self, container: Container, task: Task, agent: TrialAgent,
-                result: TrialResult, timings: dict[str, float]) -> None:
+    def _agent_phase(self, container: Container, task: Task, agent: TrialAgent, result: TrialResult,
+                     timings: dict[str, float]) -> None:
         container.put_archive(tar_entries({d: None for d in LOG_DIRS}))
         clock = time.monotonic()
-        timeout = task.spec.agent_timeout_sec or self.cfg.default_agent_timeout_sec
+        timeout = limits.agent_timeout(self.cfg, task)
         run = agent.run(task, container, timeout)
         timings["agent"] = time.monotonic() - clock
         result.agent_exit_code, result.agent_output = run.exit_code, run.output
@@ -225,41 +275,62 @@ class TrialRunner:
         if run.timed_out:
             result.outcome = Outcome.AGENT_TIMEOUT
             result.detail = f"agent phase exceeded {timeout:.0f} s ([agent] timeout_sec)"
+        over = self.sandbox.storage.exceeded(container)
+        if over:
+            result.outcome = Outcome.STORAGE_EXCEEDED
+            result.detail = (f"the agent wrote {over[0] >> 20} MiB, over the task's storage limit of "
+                             f"{over[1] >> 20} MiB ([environment] storage_mb)")
+            return
         state, code, oom = container.status()
         if state != "running":
             result.outcome, result.detail = Outcome.CONTAINER_DIED, _died(state, code, oom, container)
-            return
+
+    def _verify_sealed(self, container: Container, verifier: Container, image: str, task: Task,
+                       result: TrialResult, timings: dict[str, float]) -> None:
+        """Carry the agent's changes into the pristine ``verifier`` container and run the tests there."""
         clock = time.monotonic()
-        self._verify(container, task, result)
-        timings["verify"] = time.monotonic() - clock
-
-    def _prepare_verifier(self, container: Container) -> ExecResult:
-        """Remove stale rewards; with the trusted verifier first end every agent process and
-        clear anything planted where the tests or the reward files go."""
-        if not self.cfg.trusted_verifier:
-            return container.exec(f"rm -f -- {REWARD_TXT} {REWARD_JSON}", 30, user="root")
-        container.restart()
-        tool = f"{MOUNT}/usr/bin"
-        return container.exec([f"{tool}/rm", "-rf", "--", "/tests", "/logs/verifier"], 30, user="root") \
-            .combine(container.exec([f"{tool}/mkdir", "-p", "/logs/verifier"], 30, user="root"))
-
-    def _verify(self, container: Container, task: Task, result: TrialResult) -> None:
-        timeout = task.spec.verifier_timeout_sec or self.cfg.default_verifier_timeout_sec
-        wipe = self._prepare_verifier(container)
-        if wipe.exit_code != 0:
-            result.outcome = Outcome.SANDBOX_ERROR
-            result.detail = f"could not clear the verifier's paths: {wipe.output.strip()[:500]}"
+        user = self.verifier.user_for(image, task, verifier)
+        try:
+            carry = self.verifier.collect(container, image, task, verifier)
+        except CarryError as exc:
+            result.outcome, result.detail = Outcome.STORAGE_EXCEEDED, str(exc)
             return
-        container.upload_dir(task.tests_dir, "/tests")
-        if self.cfg.trusted_verifier:
-            command: str | list[str] = verify_command("/tests/test.sh", task.spec.verifier_env)
-        else:  # Harbor's semantics: the container's own tools, test.sh run by its shebang
-            command = "chmod +x /tests/test.sh && /tests/test.sh"
-        run = container.exec(command, timeout, env=task.spec.verifier_env, user=task.spec.verifier_user)
+        try:
+            container.remove()
+            timings["carry"] = time.monotonic() - clock
+            problem = self.verifier.prepare(verifier, task, carry)
+        finally:
+            carry.close()
+        result.agent_info = {**result.agent_info, "carried": carry.summary()}
+        if problem:
+            result.outcome, result.detail = Outcome.CARRY_FAILED, problem
+            return
+        self._run_tests(verifier, task, result, self.verifier.command(), user=user, workdir="/tests",
+                        env=self.verifier.env(task))
+
+    def _verify_in_place(self, container: Container, task: Task, result: TrialResult) -> None:
+        """Harbor's semantics: stale rewards removed, tests uploaded, test.sh run in the agent's container."""
+        wipe = container.exec(f"rm -f -- {REWARD_TXT} {REWARD_JSON}; mkdir -p /logs/verifier && "
+                              "chmod 777 /logs/verifier", 30, user="0")
+        if wipe.exit_code != 0:
+            result.outcome = Outcome.NO_REWARD_FILE
+            result.detail = f"could not clear the reward files: {wipe.output.strip()[:500]}"
+            return
+        container.upload_dir(task.tests_dir, "/tests", executable=("test.sh",))
+        self._run_tests(container, task, result, ["bash", "-c", "/tests/test.sh"], user=task.spec.verifier_user,
+                        workdir=None, env=task.spec.verifier_env)
+
+    def _run_tests(self, container: Container, task: Task, result: TrialResult, command: list[str], *,
+                   user: str | None, workdir: str | None, env: dict[str, str]) -> None:
+        timeout = limits.verifier_timeout(self.cfg, task)
+        run = container.exec(command, timeout, env=env, user=user, workdir=workdir)
         result.verifier_exit_code, result.verifier_output = run.exit_code, run.output
         if run.timed_out:
             result.outcome = Outcome.VERIFIER_TIMEOUT
             result.detail = f"verifier exceeded {timeout:.0f} s ([verifier] timeout_sec)"
+            return
+        if run.exit_code is None and run.output.startswith("exec failed"):
+            result.outcome, result.detail = Outcome.NO_REWARD_FILE, f"tests/test.sh could not be started: {run.output}"
             return
         state, code, oom = container.status()
         if state != "running":
@@ -280,6 +351,42 @@ class TrialRunner:
                              f"{REWARD_TXT}")
             return
         result.rewards, result.reward = rewards, rewards["reward"]
+
+
+class _Background:
+    """A container started in a thread (the pristine verifier boots while the agent works)."""
+
+    def __init__(self, start):
+        self._result: list = []
+        self._thread = threading.Thread(target=self._run, args=(start,), daemon=True)
+        self._thread.start()
+
+    def _run(self, start) -> None:
+        try:
+            self._result.append(start())
+        except BaseException as exc:  # noqa: BLE001 - re-raised by get()
+            self._result.append(exc)
+
+    def get(self) -> Container:
+        self._thread.join()
+        value = self._result[0]
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    def discard(self, sandbox) -> None:
+        """Remove the container if it was started but never handed out."""
+        self._thread.join()
+        value = self._result[0] if self._result else None
+        if isinstance(value, Container):
+            sandbox.storage.forget(value)
+            value.remove()
+
+
+def _infra_outcome(exc: Exception) -> Outcome:
+    from aes.sandbox.docker_backend import SandboxError
+
+    return Outcome.SANDBOX_ERROR if isinstance(exc, SandboxError) else Outcome.INFRA_ERROR
 
 
 def _died(state: str, code: int | None, oom: bool, container: Container) -> str:

@@ -1,0 +1,492 @@
+"""Carry the agent's file changes from its (paused) container into the sealed verifier's.
+
+Which changes are carried is decided by :class:`~aes.sandbox.seal.SealPolicy`; this module
+finds the changes, reads them and writes one archive that recreates them, plus the list of
+paths to delete. Two ways to find and read them, with the same result:
+
+* on the engine's own host with overlay2 (the usual case) the container's writable layer is
+  read directly: its upper directory says what changed (whiteouts are deletions, opaque
+  directories were replaced), its merged view gives the content. Paths are opened one
+  component at a time without following symlinks, so nothing the agent wrote can send the
+  host-side reader outside the container's file system;
+* anywhere else through the engine's API (``docker diff`` and archive downloads), slower.
+
+Every symlink or hard link is carried as a copy of the regular file it points to (links to
+directories, dangling links and special files are dropped): a carried path can never alias a
+file the verifier writes later. Set-user/group-ID bits are cleared.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import stat
+import tarfile
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import BinaryIO, Callable, Iterator
+
+import docker.errors
+
+from aes.sandbox.seal import SealPolicy
+
+log = logging.getLogger(__name__)
+
+SPOOL_BYTES = 16 << 20
+_MAX_HOPS = 40
+
+
+class CarryError(RuntimeError):
+    """The agent's changes cannot be carried (too large, too many): the attempt scores 0."""
+
+
+@dataclass
+class Carry:
+    """What the verifier's container receives: an archive to extract at ``/`` and deletions."""
+
+    archive: BinaryIO | None = None
+    deletions: list[str] = field(default_factory=list)
+    files: int = 0
+    bytes: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    """Reason -> number of changed paths not carried."""
+    method: str = ""
+
+    def summary(self) -> str:
+        parts = [f"carried {self.files} file(s), {self.bytes} bytes, {len(self.deletions)} deletion(s) ({self.method})"]
+        if self.skipped:
+            top = ", ".join(f"{n} x {why}" for why, n in self.skipped.most_common(4))
+            parts.append(f"not carried: {top}")
+        return "; ".join(parts)
+
+    def close(self) -> None:
+        if self.archive is not None:
+            self.archive.close()
+
+
+class _Writer:
+    """Writes carried entries to a spooled tar, within entry and byte limits."""
+
+    def __init__(self, max_entries: int, max_bytes: int):
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self.buf = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
+        self.tar = tarfile.open(fileobj=self.buf, mode="w", format=tarfile.PAX_FORMAT)
+        self.entries = self.files = self.bytes = 0
+        self.seen: set[str] = set()
+
+    def _count(self, size: int) -> None:
+        self.entries += 1
+        self.bytes += size
+        if self.entries > self.max_entries:
+            raise CarryError(f"the agent changed more than {self.max_entries} paths (sandbox.max_carry_entries)")
+        if self.bytes > self.max_bytes:
+            raise CarryError(f"the agent's changes exceed {self.max_bytes >> 20} MiB (the task's storage limit)")
+
+    def directory(self, path: str, mode: int, uid: int, gid: int, mtime: float) -> None:
+        if path in self.seen:
+            return
+        self.seen.add(path)
+        self._count(0)
+        info = tarfile.TarInfo(path.lstrip("/"))
+        info.type, info.mode = tarfile.DIRTYPE, stat.S_IMODE(mode) & ~0o6000
+        info.uid, info.gid, info.mtime = uid, gid, int(mtime)
+        self.tar.addfile(info)
+
+    def file(self, path: str, handle: BinaryIO, size: int, mode: int, uid: int, gid: int, mtime: float) -> None:
+        if path in self.seen:
+            return
+        self.seen.add(path)
+        self._count(size)
+        info = tarfile.TarInfo(path.lstrip("/"))
+        info.size, info.mode = size, stat.S_IMODE(mode) & ~0o6000
+        info.uid, info.gid, info.mtime = uid, gid, int(mtime)
+        self.tar.addfile(info, handle)
+        self.files += 1
+
+    def finish(self, carry: Carry) -> Carry:
+        self.tar.close()
+        self.buf.seek(0)
+        carry.archive, carry.files, carry.bytes = self.buf, self.files, self.bytes
+        return carry
+
+
+# -- the host-side reader (overlay2 on this host) ------------------------------------------------
+class SafeTree:
+    """Read-only access below a directory on the host, never following a symlink on the way."""
+
+    def __init__(self, root: str):
+        self.root = root
+
+    def _parent_fd(self, path: str) -> tuple[int, str]:
+        parts = [p for p in path.strip("/").split("/") if p]
+        if not parts:
+            raise FileNotFoundError(path)
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for part in parts[:-1]:
+                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = nxt
+        except OSError:
+            os.close(fd)
+            raise
+        return fd, parts[-1]
+
+    def lstat(self, path: str) -> os.stat_result | None:
+        try:
+            fd, name = self._parent_fd(path)
+        except OSError:
+            return None
+        try:
+            return os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def readlink(self, path: str) -> str | None:
+        try:
+            fd, name = self._parent_fd(path)
+        except OSError:
+            return None
+        try:
+            return os.readlink(name, dir_fd=fd)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def open_regular(self, path: str) -> tuple[BinaryIO, os.stat_result] | None:
+        """An open regular file at ``path`` (no symlink anywhere on the way), else None."""
+        try:
+            fd, name = self._parent_fd(path)
+        except OSError:
+            return None
+        try:
+            handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        st = os.fstat(handle)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(handle)
+            return None
+        return os.fdopen(handle, "rb"), st
+
+    def resolve(self, path: str) -> str | None:
+        """``path`` with every symlink resolved inside this tree (None: dangling or a loop)."""
+        todo = [p for p in path.strip("/").split("/") if p]
+        done: list[str] = []
+        hops = 0
+        while todo:
+            part = todo.pop(0)
+            if part == ".":
+                continue
+            if part == "..":
+                if done:
+                    done.pop()
+                continue
+            current = "/" + "/".join([*done, part])
+            st = self.lstat(current)
+            if st is None:
+                return None
+            if stat.S_ISLNK(st.st_mode):
+                hops += 1
+                target = self.readlink(current)
+                if target is None or hops > _MAX_HOPS:
+                    return None
+                if target.startswith("/"):
+                    done = []
+                todo = [p for p in target.split("/") if p] + todo
+                continue
+            done.append(part)
+        return "/" + "/".join(done)
+
+
+def _xattr(path: str, name: str) -> bytes | None:
+    try:
+        return os.getxattr(path, name, follow_symlinks=False)
+    except OSError:
+        return None
+
+
+def host_layer(container) -> tuple[str, str] | None:
+    """(upper dir, merged dir) of a container whose overlay2 layer this process can read."""
+    try:
+        driver = container.api.inspect_container(container.id).get("GraphDriver") or {}
+    except docker.errors.APIError:
+        return None
+    data = driver.get("Data") or {}
+    upper, merged = data.get("UpperDir"), data.get("MergedDir")
+    if driver.get("Name") != "overlay2" or not upper or not merged:
+        return None
+    if not (os.path.isdir(upper) and os.path.isdir(merged) and os.access(upper, os.R_OK | os.X_OK)):
+        return None
+    return upper, merged
+
+
+def carry_from_host(upper: str, merged: str, policy: SealPolicy, pristine: Callable[[str], bool],
+                    max_entries: int, max_bytes: int) -> Carry:
+    """The carry of a paused container read from its overlay2 layer on this host."""
+    carry, writer = Carry(method="overlay2 layer"), _Writer(max_entries, max_bytes)
+    tree = SafeTree(merged)
+    try:
+        for path, entry_st, opaque, redirected in _walk_upper(upper):
+            _host_entry(path, entry_st, opaque, redirected, tree, policy, pristine, carry, writer)
+    except BaseException:
+        writer.tar.close()
+        writer.buf.close()
+        raise
+    return writer.finish(carry)
+
+
+def _walk_upper(upper: str) -> Iterator[tuple[str, os.stat_result, bool, bool]]:
+    """(container path, lstat, opaque dir, redirected dir) of each entry of the upper layer;
+    the subtree of a redirected (renamed) directory is not walked: its content is read from
+    the merged view."""
+    stack = ["/"]
+    while stack:
+        rel = stack.pop()
+        host_dir = os.path.join(upper, rel.lstrip("/"))
+        try:
+            entries = sorted(os.scandir(host_dir), key=lambda e: e.name)
+        except OSError:
+            continue
+        subdirs = []
+        for entry in entries:
+            path = posixpath.join(rel, entry.name)
+            st = entry.stat(follow_symlinks=False)
+            opaque = redirected = False
+            if stat.S_ISDIR(st.st_mode):
+                opaque = _xattr(entry.path, "trusted.overlay.opaque") == b"y"
+                redirected = _xattr(entry.path, "trusted.overlay.redirect") is not None
+                if not redirected:
+                    subdirs.append(path)
+            yield path, st, opaque, redirected
+        stack.extend(reversed(subdirs))
+
+
+def _host_entry(path: str, st: os.stat_result, opaque: bool, redirected: bool, tree: SafeTree,
+                policy: SealPolicy, pristine: Callable[[str], bool], carry: Carry, writer: _Writer) -> None:
+    if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:  # a whiteout: the agent deleted the path
+        _delete(path, policy, carry)
+        return
+    is_dir = stat.S_ISDIR(st.st_mode)
+    why = policy.deny_reason(path, is_dir=is_dir)
+    if why:
+        carry.skipped[why] += 1
+        return
+    if is_dir:
+        if (opaque or redirected) and not policy.contains_protected(path):
+            carry.deletions.append(path)
+        if not policy.contains_protected(path):
+            merged = tree.lstat(path)
+            if merged is not None and stat.S_ISDIR(merged.st_mode):
+                writer.directory(path, merged.st_mode, merged.st_uid, merged.st_gid, merged.st_mtime)
+        if redirected:
+            _host_subtree(path, tree, policy, carry, writer)
+        return
+    if policy.in_bin_dir(path) and pristine(path):
+        carry.skipped[policy.MODIFIED_TOOL] += 1
+        return
+    _host_file(path, tree, carry, writer)
+
+
+def _host_file(path: str, tree: SafeTree, carry: Carry, writer: _Writer) -> None:
+    """A regular file, or a copy of what a symlink resolves to; anything else is dropped."""
+    source = path
+    st = tree.lstat(path)
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        source = tree.resolve(path) or ""
+    opened = tree.open_regular(source) if source else None
+    if opened is None:
+        carry.skipped["links to directories, dangling links and special files"] += 1
+        return
+    handle, fst = opened
+    with handle:
+        writer.file(path, handle, fst.st_size, fst.st_mode, fst.st_uid, fst.st_gid, fst.st_mtime)
+
+
+def _host_subtree(root: str, tree: SafeTree, policy: SealPolicy, carry: Carry, writer: _Writer) -> None:
+    """Every entry below a renamed directory, read from the merged view."""
+    stack = [root]
+    while stack:
+        current = stack.pop()
+        try:
+            fd, name = tree._parent_fd(current)
+        except OSError:
+            continue
+        try:
+            dfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        try:
+            names = sorted(os.listdir(dfd))
+        finally:
+            os.close(dfd)
+        for child in names:
+            path = posixpath.join(current, child)
+            st = tree.lstat(path)
+            if st is None:
+                continue
+            is_dir = stat.S_ISDIR(st.st_mode)
+            why = policy.deny_reason(path, is_dir=is_dir)
+            if why:
+                carry.skipped[why] += 1
+            elif is_dir:
+                writer.directory(path, st.st_mode, st.st_uid, st.st_gid, st.st_mtime)
+                stack.append(path)
+            else:
+                _host_file(path, tree, carry, writer)
+
+
+def _delete(path: str, policy: SealPolicy, carry: Carry) -> None:
+    why = policy.deny_deletion(path)
+    if why:
+        carry.skipped[why] += 1
+    else:
+        carry.deletions.append(path)
+
+
+# -- through the engine's API (remote or rootless engines, other storage drivers) -------------------
+def carry_from_api(container, policy: SealPolicy, pristine: Callable[[str], bool],
+                   max_entries: int, max_bytes: int) -> Carry:
+    """The carry of a paused or stopped container through ``docker diff`` and archive downloads."""
+    api, cid = container.api, container.id
+    carry, writer = Carry(method="engine API"), _Writer(max_entries, max_bytes)
+    changes = sorted(api.diff(cid) or [], key=lambda c: c["Path"])
+    if len(changes) > max_entries:
+        raise CarryError(f"the agent changed more than {max_entries} paths (sandbox.max_carry_entries)")
+    fetched: list[str] = []
+    try:
+        for change in changes:
+            path, kind = change["Path"], change["Kind"]
+            if any(path.startswith(root.rstrip("/") + "/") for root in fetched):
+                continue
+            if kind == 2:
+                _delete(path, policy, carry)
+                continue
+            head = _stat(api, cid, path)
+            if head is None:
+                continue
+            is_dir = bool(head["mode"] & (1 << 31))
+            why = policy.deny_reason(path, is_dir=is_dir)
+            if why:
+                carry.skipped[why] += 1
+                continue
+            if is_dir and kind == 0:
+                continue  # an existing directory: its changed children are listed on their own
+            if not is_dir and kind == 0 and policy.in_bin_dir(path):
+                carry.skipped[policy.MODIFIED_TOOL] += 1
+                continue
+            _api_fetch(api, cid, path, policy, carry, writer)
+            fetched.append(path)
+    except BaseException:
+        writer.tar.close()
+        writer.buf.close()
+        raise
+    return writer.finish(carry)
+
+
+def _stat(api, cid: str, path: str) -> dict | None:
+    import base64
+    import json
+
+    response = api.head(api._url("/containers/{0}/archive", cid), params={"path": path})
+    if response.status_code != 200:
+        return None
+    header = response.headers.get("X-Docker-Container-Path-Stat")
+    return json.loads(base64.b64decode(header)) if header else None
+
+
+def _download(api, cid: str, path: str, max_bytes: int) -> BinaryIO | None:
+    try:
+        stream, _ = api.get_archive(cid, path)
+    except docker.errors.NotFound:
+        return None
+    buf = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
+    for chunk in stream:
+        buf.write(chunk)
+        if buf.tell() > max_bytes + (1 << 20):
+            buf.close()
+            raise CarryError(f"the agent's changes exceed {max_bytes >> 20} MiB (the task's storage limit)")
+    buf.seek(0)
+    return buf
+
+
+def _api_fetch(api, cid: str, path: str, policy: SealPolicy, carry: Carry, writer: _Writer) -> None:
+    parent = posixpath.dirname(path)
+    archive = _download(api, cid, path, writer.max_bytes)
+    if archive is None:
+        return
+    with archive, tarfile.open(fileobj=archive) as tar:
+        for member in tar:
+            target = posixpath.normpath(posixpath.join(parent, member.name))
+            if not target.startswith(path):
+                continue
+            why = policy.deny_reason(target, is_dir=member.isdir())
+            if why:
+                carry.skipped[why] += 1
+            elif member.isdir():
+                writer.directory(target, member.mode, member.uid, member.gid, member.mtime)
+            elif member.isfile() or member.islnk():
+                handle = tar.extractfile(member)
+                if handle is not None:
+                    writer.file(target, handle, member.size if member.isfile() else _size(tar, member),
+                                member.mode, member.uid, member.gid, member.mtime)
+            elif member.issym():
+                _api_symlink(api, cid, target, member, carry, writer)
+            else:
+                carry.skipped["links to directories, dangling links and special files"] += 1
+
+
+def _size(tar: tarfile.TarFile, member: tarfile.TarInfo) -> int:
+    linked = tar._find_link_target(member)  # the regular member a hard link points to
+    return linked.size
+
+
+def _api_symlink(api, cid: str, path: str, member: tarfile.TarInfo, carry: Carry, writer: _Writer) -> None:
+    """Carry a copy of the regular file a symlink leads to (the engine resolves the parents)."""
+    link, current = member.linkname, path
+    for _ in range(_MAX_HOPS):
+        current = posixpath.normpath(link if link.startswith("/") else posixpath.join(posixpath.dirname(current), link))
+        archive = _download(api, cid, current, writer.max_bytes)
+        if archive is None:
+            break
+        with archive, tarfile.open(fileobj=archive) as tar:
+            first = tar.next()
+            if first is None:
+                break
+            if first.issym():
+                link = first.linkname
+                continue
+            if first.isfile():
+                handle = tar.extractfile(first)
+                if handle is not None:
+                    writer.file(path, handle, first.size, first.mode, first.uid, first.gid, first.mtime)
+                    return
+            break
+    carry.skipped["links to directories, dangling links and special files"] += 1
+
+
+def apply_carry(verifier, carry: Carry) -> str | None:
+    """Delete, then extract the archive in the verifier's container; an error message or None."""
+    for start in range(0, len(carry.deletions), 200):
+        batch = carry.deletions[start:start + 200]
+        result = verifier.exec(["rm", "-rf", "--", *batch], 120, user="0")
+        if result.exit_code != 0:
+            return f"could not apply the agent's deletions: {result.output.strip()[:300]}"
+    if carry.archive is not None:
+        try:
+            verifier.api.put_archive(verifier.id, "/", carry.archive)
+        except docker.errors.APIError as exc:
+            return f"could not write the agent's files into the verifier's container: {exc.explanation or exc}"
+    return None
+
+
+__all__ = ["Carry", "CarryError", "SafeTree", "apply_carry", "carry_from_api", "carry_from_host", "host_layer"]

@@ -1,0 +1,227 @@
+"""What of the agent's work may reach the sealed verifier: the denylist, in one place.
+
+The sealed verifier (:mod:`aes.sandbox.verifier`) runs ``tests/test.sh`` in a fresh container
+started from the task's own, pristine image. The agent's file changes are carried into it as
+data — except where a change could alter what runs at verification, or how its reward is
+written. Each rule below names what it protects and why; :func:`deny_reason` applies them.
+
+Carried (data): the workdir and everything else outside these rules, e.g. ``/app``, ``/srv``,
+``/tmp``, ``/home/u/project``, ``/etc/nginx``, ``/etc/passwd`` (modified, never deleted).
+
+Not carried, and why:
+  * the verifier's runtime: ``/usr``, ``/bin``, ``/sbin``, ``/lib*`` (interpreters, shells,
+    the loader, libc, compilers, system packages);
+  * every directory on the image's ``PATH`` (a new name there would shadow a command the
+    tests run or install at verification, e.g. ``curl`` before ``apt-get install curl``);
+  * interpreter standard and site directories anywhere (``lib/pythonX.Y``, ``site-packages``,
+    ``dist-packages``, ``node_modules``), ``pyvenv.cfg`` (a venv's ``home`` picks the stdlib),
+    ``sitecustomize.py`` / ``usercustomize.py`` and ``*.pth`` (code run at interpreter start);
+  * files the image already had in any ``bin``/``sbin`` directory (e.g. a venv's ``python`` or
+    ``pytest`` under ``/opt``), which tests call by absolute path;
+  * configuration that changes what tools load or run: ``/etc/ld.so.*``, ``alternatives``,
+    shell profiles and rc files, ``/etc/python*`` and ``/etc/perl`` (on the interpreters'
+    search paths), package-manager configuration and state (``/etc/apt``, ``/var/lib/dpkg``,
+    ``pip.conf``, ``uv``, ``npmrc``, ``gitconfig``), CA bundles, ``nsswitch.conf``;
+  * dot-entries in home directories (``~/.local``, ``~/.cache``, ``~/.config``, rc files: where
+    uv, pip, git and npm read settings and keep managed interpreters and caches);
+  * top-level files and dot-entries and ``/node_modules``: the tests run in ``/tests``, and
+    tools look for configuration in the working directory's ancestors (``/pyproject.toml``,
+    ``/uv.toml``, ``/pytest.ini``, ``/conftest.py``, ``/.git``, ``/package.json``);
+  * the verifier's own paths ``/tests``, ``/logs``, ``/solution``, and kernel file systems.
+
+A deletion is carried unless the path is protected or contains a protected root; an agent
+cannot delete ``/etc/passwd`` (``docker exec -u`` needs it). Symlinks and hard links are
+carried as copies of the file they point to (dangling links, links to directories and special
+files are dropped), so no carried path can alias a file the verifier writes later.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import PurePosixPath
+
+SYSTEM_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+"""The image's runtime: every tool, interpreter and library the tests run."""
+
+OWN_ROOTS = ("/tests", "/logs", "/solution", "/oracle", "/proc", "/sys", "/dev", "/run/secrets")
+"""The verifier's own inputs and outputs, and kernel file systems."""
+
+ETC_NAMES = (
+    "ld.so.preload", "ld.so.conf", "ld.so.conf.d", "ld.so.cache", "alternatives", "profile", "profile.d",
+    "bash.bashrc", "bashrc", "bash_completion", "bash_completion.d", "environment", "zsh", "zshenv", "zshrc",
+    "inputrc", "shells", "nsswitch.conf", "gai.conf", "host.conf", "perl", "apt", "dpkg", "pip.conf", "xdg",
+    "uv", "npmrc", "gitconfig", "gemrc", "wgetrc", "ssl", "pki", "ca-certificates", "ca-certificates.conf",
+    "security", "pam.d", "sudoers", "sudoers.d", "R", "julia", "java", "mercurial",
+)
+"""Entries of /etc that decide what tools load, run or install (plus ``/etc/python*``)."""
+
+VAR_ROOTS = ("/var/lib/dpkg", "/var/lib/apt", "/var/cache/apt", "/var/cache/debconf", "/var/lib/ucf",
+             "/var/lib/gems")
+"""Package-manager state: a planted package list or archive would be installed by ``apt-get``."""
+
+NO_DELETE = ("/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow")
+"""Carried when modified (a task may add a user), never deleted."""
+
+TOP_DIRS_DENIED = ("node_modules", "venv")
+"""Top-level directories tools find from the tests' working directory."""
+
+_CODE_COMPONENT = re.compile(r"^(site-packages|dist-packages|node_modules)$")
+_PY_STDLIB = re.compile(r"^python[0-9.]*$")
+_STARTUP_FILES = ("sitecustomize.py", "usercustomize.py", "pyvenv.cfg")
+_BIN_DIRS = ("bin", "sbin")
+_HOME_PARENTS = ("/home",)
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def path_dirs(image_env: dict[str, str] | None) -> tuple[str, ...]:
+    """The absolute directories of the image's ``PATH`` (Docker's default when it sets none)."""
+    value = (image_env or {}).get("PATH") or DEFAULT_PATH
+    out = []
+    for entry in value.split(":"):
+        if entry.startswith("/"):
+            out.append(str(PurePosixPath(entry)))
+    return tuple(dict.fromkeys(out))
+
+
+TOOL_DIR_VARS = (
+    "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DIR", "MAMBA_ROOT_PREFIX", "PYENV_ROOT", "UV_CACHE_DIR",
+    "UV_PYTHON_INSTALL_DIR", "UV_TOOL_DIR", "UV_TOOL_BIN_DIR", "UV_PROJECT_ENVIRONMENT", "PIP_CACHE_DIR",
+    "PIPX_HOME", "PIPX_BIN_DIR", "POETRY_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME",
+    "CARGO_HOME", "RUSTUP_HOME", "GOROOT", "GOMODCACHE", "GOCACHE", "JAVA_HOME", "NVM_DIR", "NPM_CONFIG_PREFIX",
+    "NPM_CONFIG_CACHE", "PNPM_HOME", "BUN_INSTALL", "DENO_DIR", "GEM_HOME", "GEM_PATH", "BUNDLE_PATH",
+)
+"""Image variables naming where a toolchain keeps interpreters, packages or caches: protected."""
+
+SHADOW_TOOLS = frozenset({
+    "pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py", "exceptiongroup", "tomli", "hypothesis",
+    "coverage", "xdist", "attr", "attrs", "typing_extensions", "six", "setuptools", "pkg_resources",
+    "_distutils_hack", "pip", "numpy", "pandas", "yaml", "requests", "urllib3", "certifi", "idna",
+    "charset_normalizer", "jsonschema", "dateutil", "pytz", "colorama", "pygments",
+})
+"""Modules tests commonly import, shadowed by a same-named module next to what they run."""
+
+
+def shadow_names(image_modules: frozenset[str] | None = None) -> frozenset[str]:
+    """Module names a carried ``NAME.py`` (or package) must not take."""
+    return frozenset(sys.stdlib_module_names) | SHADOW_TOOLS | (image_modules or frozenset())
+
+
+class SealPolicy:
+    """The denylist for one image: the fixed rules plus its ``PATH`` directories, the toolchain
+    directories its environment names, and the module names its python3 can import."""
+
+    def __init__(self, image_env: dict[str, str] | None = None, shadow: frozenset[str] | None = None,
+                 workdir: str | None = None):
+        self.path_dirs = path_dirs(image_env)
+        self.tool_dirs = tool_dirs(image_env, workdir)
+        self.shadow = shadow_names(shadow)
+
+    def deny_reason(self, path: str, is_dir: bool | None = None) -> str | None:
+        """Why a change at absolute ``path`` is not carried (None: it is carried); ``is_dir``:
+        whether the changed entry is a directory (None: unknown, e.g. a deletion)."""
+        path = str(PurePosixPath("/" + path.lstrip("/")))
+        if path == "/":
+            return "the root directory itself"
+        for root in OWN_ROOTS:
+            if _under(path, root):
+                return f"{root} belongs to the verifier"
+        for root in SYSTEM_ROOTS:
+            if _under(path, root):
+                return f"{root} holds the verifier's runtime"
+        for root in self.path_dirs:
+            if _under(path, root):
+                return f"{root} is on the image's PATH"
+        for root in self.tool_dirs:
+            if _under(path, root):
+                return f"{root} is a toolchain directory the image's environment names"
+        parts = PurePosixPath(path).parts[1:]
+        if len(parts) == 1:
+            name = parts[0]
+            if name.startswith("."):
+                return "top-level dot-entries configure tools run from /tests"
+            if name in TOP_DIRS_DENIED:
+                return f"/{name} would be found by tools run from /tests"
+            if is_dir is False:
+                return "top-level files configure tools run from /tests"
+        if parts[0] == "etc" and len(parts) >= 2 and (parts[1] in ETC_NAMES or parts[1].startswith("python")):
+            return f"/etc/{parts[1]} configures what tools load or run"
+        for root in VAR_ROOTS:
+            if _under(path, root):
+                return f"{root} is package-manager state"
+        if _home_dot_entry(parts):
+            return "dot-entries of home directories hold tool settings, caches and managed interpreters"
+        for i, part in enumerate(parts):
+            if _CODE_COMPONENT.match(part):
+                return f"{part} holds installed code"
+            if _PY_STDLIB.match(part) and i > 0 and parts[i - 1] in ("lib", "lib32", "lib64"):
+                return "an interpreter's standard library"
+        name = parts[-1]
+        if name in _STARTUP_FILES or name.endswith(".pth"):
+            return f"{name} runs or configures code at interpreter start"
+        if is_dir is not True and self._shadows(parts):
+            return "a module named like the standard library or an installed package (it would shadow it)"
+        return None
+
+    def _shadows(self, parts: tuple[str, ...]) -> bool:
+        name = parts[-1]
+        if name == "__init__.py" and len(parts) >= 2:
+            module = parts[-2]
+        elif name.endswith((".py", ".pyc")):
+            module = name.rsplit(".", 1)[0]
+        elif name.endswith(".so"):
+            module = name.split(".", 1)[0]
+        else:
+            return False
+        return module in self.shadow
+
+    def in_bin_dir(self, path: str) -> bool:
+        """``path`` lies directly in a ``bin``/``sbin`` directory: if the image had it, it is a
+        tool tests may call by absolute path (a venv's ``python``), and it is not carried."""
+        return PurePosixPath(path).parent.name in _BIN_DIRS
+
+    MODIFIED_TOOL = "the image's own tools in bin directories"
+
+    def deny_deletion(self, path: str) -> str | None:
+        """Why deleting ``path`` is not carried (None: it is)."""
+        reason = self.deny_reason(path)
+        if reason:
+            return reason
+        if path in NO_DELETE:
+            return f"{path} is needed to run commands as a user"
+        if self.contains_protected(path):
+            return f"{path} contains protected paths"
+        return None
+
+    def contains_protected(self, path: str) -> bool:
+        """``path`` is an ancestor of a protected root (deleting or replacing it would remove one)."""
+        roots = (*OWN_ROOTS, *SYSTEM_ROOTS, *self.path_dirs, *self.tool_dirs, *VAR_ROOTS, *NO_DELETE, "/etc", "/root")
+        prefix = path.rstrip("/") + "/"
+        if any(root.startswith(prefix) for root in roots):
+            return True
+        parts = PurePosixPath(path).parts[1:]
+        return parts in (("home",),) or (len(parts) == 2 and parts[0] == "home")
+
+
+def tool_dirs(image_env: dict[str, str] | None, workdir: str | None) -> tuple[str, ...]:
+    """Directories the image's toolchain variables name (never ``/`` or the workdir or above it)."""
+    out = []
+    for key in TOOL_DIR_VARS:
+        for entry in ((image_env or {}).get(key) or "").split(":"):
+            if not entry.startswith("/"):
+                continue
+            entry = str(PurePosixPath(entry))
+            if entry == "/" or (workdir and _under(workdir, entry)):
+                continue
+            out.append(entry)
+    return tuple(dict.fromkeys(out))
+
+
+def _home_dot_entry(parts: tuple[str, ...]) -> bool:
+    if len(parts) >= 2 and parts[0] == "root" and parts[1].startswith("."):
+        return True
+    return len(parts) >= 3 and parts[0] == "home" and parts[2].startswith(".")

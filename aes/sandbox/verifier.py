@@ -1,0 +1,184 @@
+"""The sealed verifier: ``tests/test.sh`` runs with the task's own tools, out of the agent's reach.
+
+Guarantee. When the agent phase ends, the agent's container is frozen (no process of the agent
+runs again) and its file changes are read out. ``tests/test.sh`` then runs in a *fresh*
+container started from the task's pristine image — its own interpreters, libraries, uv, pytest,
+compilers, exactly as the task built them — into which aes has written:
+
+  * the agent's file changes that :mod:`aes.sandbox.seal` lets through (data, never the
+    verifier's runtime, tool configuration or the reward channel), links carried as copies;
+  * ``/tests`` from the task, and empty ``/logs/verifier``, ``/logs/agent``, ``/logs/artifacts``.
+
+That container starts with an explicit entrypoint (an absolute ``sleep``: the image's
+ENTRYPOINT and CMD never run), no healthcheck, the image's environment with loader and
+interpreter start-up hooks cleared (``LD_*``, ``BASH_ENV``, ``PYTHONPATH``, ``PYTHONSTARTUP``,
+``NODE_OPTIONS``, ... see :data:`CLEARED_ENV`), and ``test.sh`` runs from ``/tests`` (a
+directory the agent never wrote), as the task's verifier user (else the image's ``USER``)
+given by number, so a changed ``/etc/passwd`` cannot stop it. The reward is read from that
+container's ``/logs/verifier``. So nothing the agent did can replace a tool the tests run,
+plant code an interpreter loads at start, pre-write or redirect the reward, or run at
+verification time — except what the tests themselves choose to execute or import from the
+agent's files (a module the task asked for), which runs as part of the tests.
+
+Not covered: tests that need a process the agent started (a server still listening) — set
+``sandbox.trusted_verifier=false`` for Harbor's in-place verification; packages the agent
+installed (site-packages, node_modules, ``/usr``) are not visible to the tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass
+
+from aes.errors import InfrastructureError
+from aes.sandbox.carry import Carry, apply_carry, carry_from_api, carry_from_host, host_layer
+from aes.sandbox.container import Container, tar_entries
+from aes.sandbox.seal import SealPolicy
+
+log = logging.getLogger(__name__)
+
+CLEARED_ENV = (
+    "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PROMPT_COMMAND", "PS4", "CDPATH", "GLOBIGNORE",
+    "PYTHONSTARTUP", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONINSPECT", "PYTHONBREAKPOINT",
+    "PYTHONEXECUTABLE", "PYTHONPLATLIBDIR", "PYTHONWARNINGS", "PERL5OPT", "PERL5LIB", "PERLLIB", "PERL5DB",
+    "RUBYOPT", "RUBYLIB", "NODE_OPTIONS", "NODE_PATH", "GCONV_PATH", "LOCPATH", "NLSPATH", "HOSTALIASES",
+    "RESOLV_HOST_CONF", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "PIP_FIND_LINKS",
+    "PIP_CONFIG_FILE", "UV_CONFIG_FILE", "UV_FIND_LINKS", "NPM_CONFIG_USERCONFIG", "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM", "GIT_EXEC_PATH", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_PAGER", "PAGER",
+)
+"""Variables of the image's environment set empty in the verifier: each makes a loader, shell or
+interpreter load or run code from a path (which could hold the agent's files)."""
+_CLEARED_PREFIXES = ("LD_",)
+HARDENED_ENV = {
+    "PYTHONDONTWRITEBYTECODE": "1",
+    # git run on a repository the agent wrote must not run its hooks, monitor or pager
+    "GIT_CONFIG_COUNT": "3",
+    "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": "false",
+    "GIT_CONFIG_KEY_1": "core.hooksPath", "GIT_CONFIG_VALUE_1": "/dev/null",
+    "GIT_CONFIG_KEY_2": "core.pager", "GIT_CONFIG_VALUE_2": "cat",
+}
+KEEPALIVES = (["/bin/sleep"], ["/usr/bin/sleep"], ["/bin/busybox", "sleep"])
+LOG_DIRS = ("logs", "logs/verifier", "logs/agent", "logs/artifacts")
+TESTS_CWD = "/tests"
+_MODULES_SCRIPT = ("import pkgutil, sys; print('\\n'.join(sorted({m.name for m in pkgutil.iter_modules()} "
+                   "| set(sys.builtin_module_names))))")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class VerifierError(InfrastructureError):
+    """The verifier's container could not be started: not a reward."""
+
+
+@dataclass
+class ImageFacts:
+    """What the verifier needs to know of a task image (read once per image)."""
+
+    env: dict[str, str]
+    user: str
+    workdir: str
+    modules: frozenset[str] | None = None
+    """Top-level modules the image's ``python3`` can import (None: not known yet / no python3)."""
+
+
+def cleared_env(image_env: dict[str, str]) -> dict[str, str]:
+    """The image's variables that the verifier's container sets empty."""
+    return {k: "" for k in image_env if k in CLEARED_ENV or k.startswith(_CLEARED_PREFIXES)}
+
+
+class SealedVerifier:
+    """Prepares pristine verifier containers and verifies an agent's work in them."""
+
+    def __init__(self, sandbox):
+        self.sandbox = sandbox
+        self.cfg = sandbox.cfg
+        self._facts: dict[str, ImageFacts] = {}
+        self._users: dict[tuple[str, str], str] = {}
+        self._lock = threading.Lock()
+
+    # -- the image ---------------------------------------------------------------------------
+    def facts(self, image: str) -> ImageFacts:
+        with self._lock:
+            if image in self._facts:
+                return self._facts[image]
+        config = self.sandbox.client.api.inspect_image(image).get("Config") or {}
+        env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
+        facts = ImageFacts(env=env, user=str(config.get("User") or ""), workdir=str(config.get("WorkingDir") or ""))
+        with self._lock:
+            return self._facts.setdefault(image, facts)
+
+    def _modules(self, image: str, container: Container) -> frozenset[str]:
+        """Importable top-level module names of the pristine image's python3 (once per image)."""
+        facts = self.facts(image)
+        if facts.modules is None:
+            run = container.exec(["python3", "-c", _MODULES_SCRIPT], 60, user="0", workdir="/")
+            names = {n for n in run.output.split() if _NAME.match(n)} if run.exit_code == 0 else set()
+            facts.modules = frozenset(names)
+        return facts.modules
+
+    def _numeric_user(self, image: str, container: Container, user: str) -> str:
+        """``user`` as ``uid:gid`` from the pristine image (a changed /etc/passwd cannot matter)."""
+        if not user or user in ("root", "0", "0:0"):
+            return "0:0" if not user or user == "root" else user
+        if re.fullmatch(r"\d+(:\d+)?", user):
+            return user
+        key = (image, user)
+        if key not in self._users:
+            name = user.split(":")[0]
+            run = container.exec(["sh", "-c", 'printf "%s:%s" "$(id -u "$1")" "$(id -g "$1")"', "sh", name], 30,
+                                 user="0", workdir="/")
+            value = run.output.strip()
+            self._users[key] = value if run.exit_code == 0 and re.fullmatch(r"\d+:\d+", value) else user
+        return self._users[key]
+
+    # -- the container -----------------------------------------------------------------------
+    def start(self, image: str, task) -> Container:
+        """A pristine container of ``image``, idle until :meth:`verify` (start it early)."""
+        facts = self.facts(image)
+        env = {**facts.env, **cleared_env(facts.env), **task.spec.env}
+        last: Exception | None = None
+        for keepalive in KEEPALIVES:
+            try:
+                return self.sandbox.start(image, task, role="verifier", entrypoint=keepalive, env=env, workdir="/")
+            except Exception as exc:  # noqa: BLE001 - try the next keep-alive, then report
+                last = exc
+                if "no such file" not in str(exc).lower() and "not found" not in str(exc).lower():
+                    raise
+        raise VerifierError(f"no keep-alive program (/bin/sleep, /usr/bin/sleep, busybox) in {image}: {last}")
+
+    # -- verification ------------------------------------------------------------------------
+    def collect(self, agent: Container, image: str, task, pristine: Container) -> Carry:
+        """Freeze the agent's container and read the changes to carry (raises CarryError)."""
+        facts = self.facts(image)
+        policy = SealPolicy(facts.env, shadow=self._modules(image, pristine),
+                            workdir=task.spec.workdir or facts.workdir)
+        limit = self.sandbox.storage_limit_mb(task) << 20
+        agent.pause()
+        layer = host_layer(agent)
+
+        def existed(path: str) -> bool:
+            return pristine.stat(path) is not None
+
+        if layer is not None:
+            return carry_from_host(*layer, policy, existed, self.cfg.max_carry_entries, limit)
+        return carry_from_api(agent, policy, existed, self.cfg.max_carry_entries, limit)
+
+    def prepare(self, pristine: Container, task, carry: Carry) -> str | None:
+        """Write the carried changes, fresh log dirs and the tests; an error message or None."""
+        problem = apply_carry(pristine, carry)
+        if problem:
+            return problem
+        pristine.put_archive(tar_entries({d: None for d in LOG_DIRS}))
+        pristine.upload_dir(task.tests_dir, "/tests", executable=("test.sh",))
+        return None
+
+    def user_for(self, image: str, task, pristine: Container) -> str:
+        return self._numeric_user(image, pristine, task.spec.verifier_user or self.facts(image).user)
+
+    def command(self) -> list[str]:
+        return ["bash", "-c", f"{TESTS_CWD}/test.sh"]
+
+    def env(self, task) -> dict[str, str]:
+        return {**task.spec.verifier_env, **HARDENED_ENV}
+
