@@ -134,3 +134,97 @@ def test_seed_tasks_load():
     for path in seeds:
         task = load_task(path)
         assert task.name == f"aes/{path.name}"
+
+
+def _sparse(path, size):
+    with open(path, "wb") as fh:
+        fh.truncate(size)
+
+
+def test_oversized_instruction_is_rejected_with_its_size_and_the_key(tmp_path):
+    path = make_task(tmp_path)
+    _sparse(path / "instruction.md", 100 << 20)
+    with pytest.raises(TaskLoadError) as info:
+        load_task(path)
+    assert info.value.code == "layout.instruction_too_large"
+    assert "100.0 MiB" in str(info.value) and "256.0 KiB" in str(info.value)
+    assert "sandbox.max_instruction_kb" in str(info.value)
+
+
+def test_instruction_limit_is_an_argument(tmp_path):
+    path = make_task(tmp_path, instruction="x" * 3000 + "\n")
+    with pytest.raises(TaskLoadError) as info:
+        load_task(path, max_instruction_kb=2)
+    assert info.value.code == "layout.instruction_too_large"
+    assert load_task(path, max_instruction_kb=4).instruction.startswith("xxx")
+    assert load_task(path).instruction.startswith("xxx")
+
+
+def test_default_instruction_limit_is_the_schemas():
+    from aes.config import SandboxConfig
+    from aes.tasks.task import DEFAULT_MAX_INSTRUCTION_KB
+
+    assert DEFAULT_MAX_INSTRUCTION_KB == SandboxConfig().max_instruction_kb
+
+
+def test_oversized_task_toml_is_rejected(tmp_path):
+    path = make_task(tmp_path)
+    with open(path / "task.toml", "a") as fh:
+        fh.write("# padding\n" * 40_000)
+    with pytest.raises(TaskLoadError) as info:
+        load_task(path)
+    assert info.value.code == "layout.task_toml_too_large"
+    assert load_task(path, max_toml_kb=1024).name == "test/t"
+
+
+MEMORY_PROBE = r"""
+import json, resource, sys
+from pathlib import Path
+
+from aes.admission.review import render_task
+from aes.pool import content_hash
+from aes.proposer.files import render_files
+from aes.sandbox.images import ImageBuilder
+from aes.tasks import TaskLoadError, check_task, load_task
+
+path = Path(sys.argv[1])
+def peak_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+before = peak_mb()
+try:
+    load_task(path)
+    code = None
+except TaskLoadError as exc:
+    code = exc.code
+(path / "instruction.md").write_text("Write 42 to /app/answer.txt.\n")
+task = load_task(path)
+codes = [r.code for r in check_task(task)]
+render_task(path, 6000)
+render_files(path, 100_000)
+content_hash(path)
+context, _ = ImageBuilder._context(ImageBuilder.__new__(ImageBuilder), task, "FROM python:3.12-slim\n")
+context.close()
+print(json.dumps({"before_mb": before, "growth_mb": peak_mb() - before, "load": code, "codes": codes}))
+"""
+
+
+def test_huge_files_do_not_take_memory(tmp_path):
+    """A 1 GiB sparse file in tests/, a 100 MB instruction.md and a 100 MiB context file: loading,
+    static checks, review rendering, the content hash and the build context stay within ~50 MB."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    path = make_task(tmp_path)
+    _sparse(path / "tests" / "big.bin", 1 << 30)
+    _sparse(path / "instruction.md", 100 * 10**6)
+    _sparse(path / "environment" / "blob.bin", 100 << 20)
+    out = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(path)], capture_output=True, text=True,
+                         cwd=REPO, timeout=300)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["load"] == "layout.instruction_too_large"
+    assert result["codes"] == ["static.tests_too_large"]
+    assert result["growth_mb"] < 50, result

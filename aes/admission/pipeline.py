@@ -69,7 +69,7 @@ class AdmissionPipeline:
         verdict.validation = report
         if not report.valid:
             return self._fail(verdict, report.reasons)
-        task = load_task(task_dir)
+        task = load_task(task_dir, max_instruction_kb=self.validator.cfg.max_instruction_kb)
         task.env_id = env_id
         overlap = self.decontaminator.check(task.instruction)
         if overlap:

@@ -16,6 +16,7 @@ from pathlib import Path
 from aes.config import AdmissionConfig
 from aes.models import ChatModel, ModelError
 from aes.tasks import Reason
+from aes.tasks.task import read_capped
 
 SYSTEM = (
     "You review training tasks for terminal agents. Each task is a directory: instruction.md (what "
@@ -36,19 +37,27 @@ class ReviewResult:
 
 
 def render_task(task_dir: Path, file_chars: int) -> str:
-    """The task's text files, each truncated, as one document for a model."""
+    """The task's text files, each truncated, as one document for a model.
+
+    No file is read past what is shown (``4 * file_chars`` bytes at most: a proposal's file
+    may be huge or sparse); a larger file's note gives its size in bytes."""
     parts = []
     for path in sorted(p for p in task_dir.rglob("*") if p.is_file() and not p.is_symlink()):
         rel = path.relative_to(task_dir)
         if any(part in _SKIP_DIRS for part in rel.parts):
             continue
-        data = path.read_bytes()
+        try:
+            data, size = read_capped(path, 4 * file_chars + 4)
+        except OSError:
+            continue
         if b"\0" in data[:4096]:
-            parts.append(f"--- {rel} (binary, {len(data)} bytes) ---")
+            parts.append(f"--- {rel} (binary, {size} bytes) ---")
             continue
         text = data.decode("utf-8", errors="replace")
-        if len(text) > file_chars:
-            text = text[:file_chars] + f"\n[... {len(text) - file_chars} more characters ...]"
+        if len(text) > file_chars or size > len(data):
+            rest = (f"{len(text) - file_chars} more characters" if size == len(data)
+                    else f"{size} bytes in all")
+            text = text[:file_chars] + f"\n[... {rest} ...]"
         parts.append(f"--- {rel} ---\n{text}")
     return "\n\n".join(parts)
 

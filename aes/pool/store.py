@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import sqlite3
+import stat
 import threading
 import time
 import uuid
@@ -99,8 +100,26 @@ def content_hash(task_dir: Path) -> str:
             continue
         executable = os.access(path, os.X_OK)
         digest.update(f"F\0{rel.as_posix()}\0{int(executable)}\0".encode())
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+        digest.update(_file_digest(path))
     return digest.hexdigest()
+
+
+def _file_digest(path: Path) -> bytes:
+    """sha256 of a file's bytes, read in chunks (a draft's file may be huge or sparse); a FIFO or
+    device (which a proposer's container could leave in its draft) is named, never read."""
+    mode = os.lstat(path).st_mode
+    if not stat.S_ISREG(mode):  # not even opened: opening a device can have effects
+        return hashlib.sha256(f"special\0{stat.S_IFMT(mode):o}".encode()).digest()
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb", closefd=True) as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return hashlib.sha256(f"special\0{stat.S_IFMT(info.st_mode):o}".encode()).digest()
+        sha, left = hashlib.sha256(), info.st_size  # a file still growing is read up to its size at open
+        while left > 0 and (chunk := fh.read(min(1 << 20, left))):
+            sha.update(chunk)
+            left -= len(chunk)
+    return sha.digest()
 
 
 @dataclass

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path, PurePosixPath
 
+from aes.tasks.task import read_capped
+
 _FILE = re.compile(r'<file\s+path\s*=\s*"([^"]+)"\s*>\n?(.*?)</file>', re.DOTALL)
 TOP_LEVEL = {"instruction.md", "task.toml", "environment", "solution", "tests"}
 MAX_FILES = 60
@@ -51,9 +53,17 @@ def render_files(task_dir: Path, max_chars: int) -> str:
     """A task dir as ``<file>`` blocks (text files only), cut at ``max_chars`` in all."""
     out, used = [], 0
     for path in sorted(p for p in task_dir.rglob("*") if p.is_file() and not p.is_symlink()):
-        data = path.read_bytes()
+        # A character is at most 4 bytes, so a file longer than this cannot fit: never read more.
+        room = 4 * max(max_chars - used, 0) + 4
+        try:
+            data, size = read_capped(path, room)
+        except OSError:
+            continue
         if b"\0" in data[:4096]:
             continue
+        if size > room:
+            out.append(f"[... more files of {task_dir.name} omitted ...]\n")
+            break
         text = data.decode("utf-8", errors="replace")
         block = f'<file path="{path.relative_to(task_dir).as_posix()}">\n{text}</file>\n'
         if used + len(block) > max_chars:

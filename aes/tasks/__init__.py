@@ -1,7 +1,7 @@
 """Harbor task model: load, write and statically check task directories."""
 
 from aes.tasks.config import TaskConfigError, TaskSpec, parse_task_toml, render_task_toml
-from aes.tasks.static import Reason, check_task
+from aes.tasks.static import Reason, check_task, check_task_with_config
 from aes.tasks.task import Task, TaskLoadError, find_tasks, load_task, write_task
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "TaskLoadError",
     "TaskSpec",
     "check_task",
+    "check_task_with_config",
     "find_tasks",
     "load_task",
     "parse_task_toml",

@@ -7,16 +7,24 @@ solver never sees ``solution/`` or ``tests/``: they are not in the image.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import tomlkit
 
+from aes.config.schema import SandboxConfig
 from aes.tasks.config import TaskConfigError, TaskSpec, parse_task_toml, render_task_toml
 
 REQUIRED_FILES = ("instruction.md", "task.toml", "solution/solve.sh", "tests/test.sh")
+DEFAULT_MAX_INSTRUCTION_KB: int = SandboxConfig.max_instruction_kb
+"""Largest instruction.md :func:`load_task` reads, in KiB (``sandbox.max_instruction_kb``'s default)."""
+MAX_TASK_TOML_KB = 256
+"""Largest task.toml :func:`load_task` reads, in KiB (an honest one is a few hundred bytes)."""
 
 
 class TaskLoadError(ValueError):
@@ -65,16 +73,60 @@ class Task:
         return self.path / "tests"
 
 
-def _read_text(path: Path, what: str) -> str:
+def read_capped(path: Path, limit: int, head: bool = True) -> tuple[bytes, int]:
+    """(the first ``limit`` bytes of the regular file ``path``, its size): never more is read.
+
+    The head is the whole file exactly when the size is ``<= limit``. The file is opened
+    without following a symlink and without blocking on a FIFO, so a file swapped under
+    the reader cannot make it read something else or wait forever; ``limit + 1`` bytes
+    are read (the size from ``fstat`` is not trusted alone), so a file that grew after
+    the stat still counts as oversized. Raises OSError for anything but a regular file.
+    With ``head=False`` a file whose size (from ``fstat``) is over ``limit`` is not read at all.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb", closefd=True) as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, f"{path} is not a regular file")
+        if not head and info.st_size > limit:
+            return b"", info.st_size
+        data = fh.read(limit + 1)
+    return data[:limit], max(info.st_size, len(data))
+
+
+def _read_text(path: Path, what: str, limit_bytes: int, code: str, key: str) -> str:
+    """``path`` as UTF-8 text, refused with ``code`` (and never read whole) past ``limit_bytes``."""
     try:
-        return path.read_text(encoding="utf-8")
+        data, size = read_capped(path, limit_bytes, head=False)
+    except OSError as exc:
+        raise TaskLoadError("layout.unreadable", f"{what} cannot be read: {exc.strerror or exc}") from None
+    if size > limit_bytes:
+        raise TaskLoadError(code, f"{what} is {_size(size)}; the limit is {_size(limit_bytes)} ({key})")
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise TaskLoadError("layout.not_utf8", f"{what} is not UTF-8 text") from None
 
 
-def load_task(path: str | Path) -> Task:
-    """Load a task directory; raises :class:`TaskLoadError` naming what is missing or wrong."""
+def _size(n: int) -> str:
+    if n >= 1 << 20:
+        return f"{n / 2**20:.1f} MiB"
+    return f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} bytes"
+
+
+def load_task(path: str | Path, *, max_instruction_kb: int | None = None,
+              max_toml_kb: int | None = None) -> Task:
+    """Load a task directory; raises :class:`TaskLoadError` naming what is missing or wrong.
+
+    instruction.md and task.toml are checked for size before they are read (and never read
+    past their limit): ``max_instruction_kb`` (default: ``sandbox.max_instruction_kb``'s
+    default, :data:`DEFAULT_MAX_INSTRUCTION_KB`; the validator passes its config's value) and
+    ``max_toml_kb`` (default :data:`MAX_TASK_TOML_KB`). An oversized file is a
+    ``layout.instruction_too_large`` / ``layout.task_toml_too_large`` error.
+    """
     path = Path(path)
+    instruction_limit = int((max_instruction_kb or DEFAULT_MAX_INSTRUCTION_KB) * 1024)
+    toml_limit = int((max_toml_kb or MAX_TASK_TOML_KB) * 1024)
     if not path.is_dir():
         raise TaskLoadError("layout.not_a_directory", f"{path} is not a directory")
     for rel in REQUIRED_FILES:
@@ -82,14 +134,18 @@ def load_task(path: str | Path) -> Task:
         if file.is_symlink() or not file.is_file():
             kind = "a symlink" if file.is_symlink() else "missing"
             raise TaskLoadError("layout.missing_file", f"{rel} is {kind}; a Harbor task needs a regular file there")
+    text = _read_text(path / "task.toml", "task.toml", toml_limit, "layout.task_toml_too_large",
+                      "a task.toml holds a few settings; move data into environment/")
     try:
-        spec, doc = parse_task_toml(_read_text(path / "task.toml", "task.toml"))
+        spec, doc = parse_task_toml(text)
     except TaskConfigError as exc:
         raise TaskLoadError(exc.code, str(exc)) from None
     dockerfile = path / "environment" / "Dockerfile"
     if spec.docker_image is None and (dockerfile.is_symlink() or not dockerfile.is_file()):
         raise TaskLoadError("layout.missing_file", "environment/Dockerfile is missing and task.toml names no docker_image")
-    instruction = _read_text(path / "instruction.md", "instruction.md")
+    instruction = _read_text(path / "instruction.md", "instruction.md", instruction_limit,
+                             "layout.instruction_too_large",
+                             "sandbox.max_instruction_kb; put large material into environment/ files instead")
     if not instruction.strip():
         raise TaskLoadError("layout.empty_instruction", "instruction.md is empty")
     return Task(path=path.resolve(), spec=spec, doc=doc, instruction=instruction)
