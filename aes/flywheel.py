@@ -18,7 +18,7 @@ from pathlib import Path
 
 from aes.calibration import ADMIT, decide
 from aes.config import AesConfig
-from aes.models import RunBudget
+from aes.models import ChatModel, RunBudget, check_models
 from aes.pool import AssignmentLog
 from aes.proposer.assignments import Assignment
 from aes.proposer.episode import EpisodeResult
@@ -39,14 +39,26 @@ class Flywheel:
         self.cfg, self.run_dir = cfg, run_dir
         self.budget = RunBudget(cfg.budget)
         self.solver: TrainableSolver = build_trainable_solver(cfg, self.budget, run_dir)
+        proposer = self.solver.chat if cfg.flywheel.shared_policy else self.solver.proposer(cfg, self.budget)
+        self._check_models(proposer)
         self.trials = TrialRunner(cfg.sandbox)
         self.rollouts = RolloutRunner(self.solver.chat, cfg.agent, self.trials, run_dir, cfg.sandbox.concurrency)
-        proposer = self.solver.chat if cfg.flywheel.shared_policy else self.solver.proposer(cfg, self.budget)
         self.stack = build_stack(cfg, run_dir, proposer, self.rollouts)
         self.pool = self.stack.pool
         self.metrics = MetricsLogger(cfg.logger, run_dir)
         self.round = self.pool.get_meta("flywheel.round", 0)
         self.updates = self.pool.get_meta("flywheel.updates", 0)
+
+    def _check_models(self, proposer: ChatModel) -> None:
+        """Health-check the solver and the proposer (also the reviewer) before any container
+        starts; on a failure close them and stop with every server that cannot serve."""
+        try:
+            check_models(self.solver.chat, proposer)
+        except BaseException:
+            if proposer is not self.solver.chat:
+                proposer.close()
+            self.solver.close()
+            raise
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> None:

@@ -6,9 +6,13 @@ import json
 import logging
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aes.config import AesConfig, ConfigError
 from aes.report.tables import print_table
+
+if TYPE_CHECKING:
+    from aes.models import ChatModel, RunBudget
 
 log = logging.getLogger("aes")
 
@@ -31,15 +35,20 @@ def load_tasks(cfg: AesConfig) -> list:
 
 
 @contextmanager
-def solver_session(cfg: AesConfig, run_dir: Path):
-    """A rollout runner for the configured solver and sandbox; closes the model and reports spend."""
-    from aes.models import RunBudget, build_model
+def solver_session(cfg: AesConfig, run_dir: Path, budget: RunBudget | None = None, *others: ChatModel):
+    """A rollout runner for the configured solver and sandbox; closes the model and reports spend.
+
+    The solver and ``others`` (models the mode also uses, sharing ``budget``) are health-checked
+    before the sandbox is touched: a model server that is down stops the mode with its address.
+    """
+    from aes.models import RunBudget, build_model, check_models
     from aes.rollout import RolloutRunner
     from aes.sandbox import TrialRunner
 
-    budget = RunBudget(cfg.budget)
+    budget = RunBudget(cfg.budget) if budget is None else budget
     solver = build_model(cfg.solver, budget)
     try:
+        check_models(solver, *others)
         yield RolloutRunner(solver, cfg.agent, TrialRunner(cfg.sandbox), run_dir, cfg.sandbox.concurrency)
     finally:
         solver.close()
@@ -99,15 +108,16 @@ def _fmt(reward: float | None) -> str:
 
 def generate(cfg: AesConfig, run_dir: Path) -> bool:
     """``mode=generate``: ``assignments`` proposer episodes against the run's pool (Table 2 columns)."""
-    from aes.models import build_model
+    from aes.models import RunBudget, build_model
     from aes.proposer import generate as run_generate
 
-    with solver_session(cfg, run_dir) as runner:
-        proposer = build_model(cfg.proposer, runner.solver.budget)
-        try:
+    budget = RunBudget(cfg.budget)
+    proposer = build_model(cfg.proposer, budget)
+    try:
+        with solver_session(cfg, run_dir, budget, proposer) as runner:
             results, summary = run_generate(cfg, run_dir, proposer, runner)
-        finally:
-            proposer.close()
+    finally:
+        proposer.close()
     print_table(f"proposer episodes ({cfg.proposer.name}, harness={cfg.harness.name})",
                 ["assignment", "parent", "direction", "outcome", "revisions", "failed stages", "tokens", "cost $"],
                 [[r.assignment.assignment_id, r.assignment.parent_env_id, r.assignment.direction, r.outcome,
@@ -128,7 +138,7 @@ def train(cfg: AesConfig, run_dir: Path) -> bool:
     batches of ``trainer.envs_per_update`` groups are trained in turn. The rollouts' own
     log-probs are the behaviour policy, so the trust region applies as in the flywheel.
     """
-    from aes.models import RunBudget
+    from aes.models import RunBudget, check_models
     from aes.report.metrics import MetricsLogger
     from aes.train.advantages import GroupBatcher
     from aes.train.policy import build_trainable_solver
@@ -136,6 +146,11 @@ def train(cfg: AesConfig, run_dir: Path) -> bool:
     if not cfg.trajectories:
         raise ConfigError("mode=train needs trajectories=DIR: a trajectories/ dir written by mode=rollout")
     solver = build_trainable_solver(cfg, RunBudget(cfg.budget), run_dir)
+    try:
+        check_models(solver.chat)  # the engine that takes the new weights (a vLLM server for solver=qwen)
+    except BaseException:
+        solver.close()
+        raise
     metrics = MetricsLogger(cfg.logger, run_dir)
     try:
         groups = iter(solver.groups_from(Path(cfg.trajectories)))

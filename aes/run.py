@@ -15,6 +15,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from aes.config import AesConfig, ConfigError, load_config, register_schema
+from aes.errors import InfrastructureError
 from aes.sandbox.docker_backend import SandboxError
 from aes.sandbox.docker_client import SandboxUnavailable
 from aes.sandbox.engine import DiskFull, disk_full_message, is_disk_full
@@ -86,7 +87,8 @@ def main(raw: DictConfig) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(raw, resolve=True))
         ok = dispatch(cfg, run_dir)
-    except (ConfigError, SandboxUnavailable, SandboxError, DiskFull) as exc:
+    except (ConfigError, InfrastructureError, SandboxUnavailable, SandboxError, DiskFull) as exc:
+        # InfrastructureError: e.g. a model server that does not answer (health check or mid-run)
         _stop(str(exc), 2 if isinstance(exc, ConfigError) else 1)
     except requests.exceptions.ConnectionError as exc:  # docker-py's transport, outside a trial
         _stop(f"lost the Docker engine ({exc}); start it again and rerun the same command: the run "

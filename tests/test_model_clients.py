@@ -2,7 +2,9 @@
 
 ``tests/fixtures/model_responses/*.json`` hold one response each: ``status``, ``headers``
 and ``body`` as the real API sends them (Anthropic Messages, OpenAI chat.completions,
-vLLM's OpenAI server). No network and no Docker; the whole file runs in about a second.
+vLLM's OpenAI server). No network and no Docker; the whole file runs in a few seconds.
+A server that cannot serve (refused connection, 5xx after the retries, a refused key) must
+raise ``ModelUnavailable`` naming its address; the request's own errors stay ``ModelError``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,17 @@ from typing import Any
 import pytest
 
 from aes.config import BudgetConfig, ModelConfig
-from aes.models import BudgetExhausted, ModelError, RunBudget, ToolCall, ToolSpec, build_model
+from aes.errors import InfrastructureError
+from aes.models import (
+    BudgetExhausted,
+    ModelError,
+    ModelUnavailable,
+    RunBudget,
+    ToolCall,
+    ToolSpec,
+    build_model,
+    check_models,
+)
 
 anthropic_client = pytest.importorskip("aes.models.anthropic_client")
 openai_client = pytest.importorskip("aes.models.openai_client")
@@ -35,7 +47,7 @@ def recorded(name: str) -> dict[str, Any]:
 
 
 class ReplayServer:
-    """Answers each POST with the next scripted response and records what it received."""
+    """Answers each request (POST or GET) with the next scripted response and records what it received."""
 
     def __init__(self) -> None:
         self.script: list[dict[str, Any]] = []
@@ -66,6 +78,8 @@ class ReplayServer:
                     self.wfile.write(data)
                 except OSError:  # the client gave up (timeout test)
                     pass
+
+            do_GET = do_POST  # noqa: N815 - health checks list the models
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -451,18 +465,139 @@ def test_timeout_is_retried(server):
     assert len(server.requests) == 2
 
 
-@pytest.mark.parametrize("backend", ["anthropic", "openai"])
-def test_connection_error_is_retried_then_reported(server, backend):
-    with socket.socket() as s:  # a port nobody listens on
+def closed_port() -> int:
+    """A local port nobody listens on (bound, then released): connecting to it is refused."""
+    with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("backend", ["anthropic", "openai", "openai_compatible"])
+def test_connection_refused_is_retried_then_model_unavailable_naming_the_url(server, backend):
+    url = f"http://127.0.0.1:{closed_port()}"
     if backend == "anthropic":
         model = AnthropicChat(claude(server, base_url=url, max_retries=2))
-    else:
+    elif backend == "openai":
         model = OpenAIChat(gpt(server, base_url=url + "/v1", max_retries=2))
-    with pytest.raises(ModelError, match="giving up after 2 retries"):
+    else:
+        model = OpenAIChat(qwen(server, base_url=url + "/v1", max_retries=2))
+    with pytest.raises(ModelUnavailable, match="giving up after 2 retries") as err:
         fast(model).chat([{"role": "user", "content": "hi"}])
+    assert isinstance(err.value, InfrastructureError) and isinstance(err.value, ModelError)
+    assert url in str(err.value) and "Connection refused" in str(err.value)
+    if backend == "openai_compatible":
+        assert "solver.base_url" in str(err.value) and "vllm serve Qwen/Qwen3-8B" in str(err.value)
+
+
+@pytest.mark.parametrize("fixture,backend", [("openai_server_error_500", "openai"),
+                                             ("anthropic_overloaded_529", "anthropic")])
+def test_server_errors_after_the_retries_are_model_unavailable(server, fixture, backend):
+    server.push(*[fixture] * 3)
+    model = fast(OpenAIChat(gpt(server, max_retries=2)) if backend == "openai"
+                 else AnthropicChat(claude(server, max_retries=2)))
+    with pytest.raises(ModelUnavailable, match="giving up after 2 retries") as err:
+        model.chat([{"role": "user", "content": "hi"}])
+    assert server.url in str(err.value) and len(server.requests) == 3
+
+
+@pytest.mark.parametrize("reply,unavailable", [
+    ("vllm_context_length_400", False),  # the request's fault: an ordinary model error
+    ("openai_bad_request_400", False),
+    ("openai_invalid_key_401", True),  # no request could pass: the key is refused
+    (_error(500, {"x-should-retry": "false"}), True),  # not retried, still the server's failure
+    (_error(404), True),  # unknown model or endpoint
+    (_error(422), False),
+])
+def test_request_errors_stay_model_errors_server_errors_are_unavailable(server, reply, unavailable):
+    server.push(reply)
+    with pytest.raises(ModelError) as err:
+        fast(OpenAIChat(qwen(server))).chat([{"role": "user", "content": "hi"}])
+    assert isinstance(err.value, ModelUnavailable) is unavailable
+    assert len(server.requests) == 1
+
+
+# ---------------------------------------------------------------- health checks
+
+
+def test_vllm_health_check_lists_the_models(server, caplog):
+    server.push("vllm_models", "vllm_models")
+    OpenAIChat(qwen(server)).health_check()
+    assert server.requests[0]["path"] == "/v1/models"
+    OpenAIChat(qwen(server, model="Qwen/Qwen3-32B")).health_check()  # answered, but not this model: a warning
+    assert "serves Qwen/Qwen3-8B, not model=Qwen/Qwen3-32B" in caplog.text
+
+
+def test_vllm_health_check_names_the_url_and_what_to_set(server):
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    model = OpenAIChat(qwen(server, base_url=url, max_retries=5))
+    started = time.monotonic()
+    with pytest.raises(ModelUnavailable) as err:
+        model.health_check()
+    assert time.monotonic() - started < 2.0  # one try, no backoff
+    message = str(err.value)
+    assert f"cannot reach {url}/models" in message and "Connection refused" in message
+    assert "solver.base_url / proposer.base_url" in message and "vllm serve" in message
+
+
+def test_vllm_health_check_fails_on_a_wrong_path(server):
+    server.push(_error(404))  # base_url without /v1: the server answers, but not the API
+    with pytest.raises(ModelUnavailable, match=f"GET {server.url}/models answered 404"):
+        OpenAIChat(qwen(server, base_url=server.url)).health_check()
+
+
+def test_hosted_health_checks_pass(server):
+    server.push("openai_models", "anthropic_models")
+    OpenAIChat(gpt(server)).health_check()
+    AnthropicChat(claude(server)).health_check()
+    assert [r["path"] for r in server.requests] == ["/v1/models", "/v1/models?limit=1"]
+    assert all(r["headers"]["authorization"] == "Bearer sk-test-123" for r in server.requests)
+
+
+@pytest.mark.parametrize("backend", ["openai", "anthropic"])
+def test_hosted_health_check_needs_the_key_variable(server, monkeypatch, backend):
+    model = OpenAIChat(gpt(server)) if backend == "openai" else AnthropicChat(claude(server))
+    monkeypatch.delenv(KEY_ENV)
+    with pytest.raises(ModelUnavailable, match=f"set the environment variable {KEY_ENV}"):
+        model.health_check()
+    assert server.requests == []
+    with pytest.raises(ModelUnavailable, match=KEY_ENV):  # the constructor says the same
+        OpenAIChat(gpt(server)) if backend == "openai" else AnthropicChat(claude(server))
+
+
+@pytest.mark.parametrize("backend", ["openai", "anthropic"])
+def test_hosted_health_check_refused_key_and_unreachable_api(server, backend):
+    if backend == "openai":
+        server.push("openai_invalid_key_401")
+        model = OpenAIChat(gpt(server))
+    else:
+        server.push("anthropic_authentication_401")
+        model = AnthropicChat(claude(server))
+    with pytest.raises(ModelUnavailable, match="refused the") as err:
+        model.health_check()
+    assert KEY_ENV in str(err.value)
+    url = f"http://127.0.0.1:{closed_port()}"
+    model = (OpenAIChat(gpt(server, base_url=url + "/v1")) if backend == "openai"
+             else AnthropicChat(claude(server, base_url=url)))
+    with pytest.raises(ModelUnavailable, match=f"cannot reach {url}"):
+        model.health_check()
+
+
+def test_check_models_lists_every_failure_once(server):
+    down = [f"http://127.0.0.1:{closed_port()}/v1" for _ in range(2)]
+    server.push("vllm_models", "vllm_models")
+    up = OpenAIChat(qwen(server))
+    solver = OpenAIChat(qwen(server, name="solver", base_url=down[0]))
+    proposer = OpenAIChat(qwen(server, name="proposer", base_url=down[1]))
+    check_models(up, up, None)  # each model once; None (no such role) is skipped
+    assert len(server.requests) == 1
+    with pytest.raises(ModelUnavailable) as err:
+        check_models(solver, up, proposer)
+    message = str(err.value)
+    assert message.startswith("2 models cannot serve:")
+    assert f"solver: cannot reach {down[0]}/models" in message and f"proposer: cannot reach {down[1]}/models" in message
+    assert len(server.requests) == 2
+
+
 
 
 def test_run_budget_stops_further_calls(server):

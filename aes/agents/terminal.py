@@ -7,6 +7,11 @@ container (``cd`` and variables persist, as in a terminal); the output
 done (``submit`` / DONE) or at the turn, token or time limit. Host-side tools (the
 proposer's ``validate`` and ``solver_model``) plug in as :class:`HostTool`. Every episode
 is recorded as an ATIF trajectory.
+
+A model that cannot be reached (:class:`~aes.models.ModelUnavailable`) does not end an
+episode: it propagates out of :meth:`Episode.send` and :meth:`TerminalAgent.run`, so the
+trial runner records an infrastructure failure instead of verifying an untouched container
+as a reward of 0. Every other model error ends the episode as ``model_error``.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from typing import Any, Callable
 from aes.agents import prompts
 from aes.agents.trajectory import TrajectoryRecorder
 from aes.config import AgentConfig
-from aes.models import BudgetExhausted, ChatModel, ChatResult, ModelError, ToolCall, ToolSpec
+from aes.errors import InfrastructureError
+from aes.models import BudgetExhausted, ChatModel, ChatResult, ModelError, ModelUnavailable, ToolCall, ToolSpec
 from aes.sandbox import AgentRun, Container
 from aes.sandbox.shell import ShellSession
 from aes.tasks import Task
@@ -137,7 +143,11 @@ class Episode:
         return bool(self.model.supports_tools and self.model.config.use_tools is not False)
 
     def send(self, message: str, deadline: float) -> str:
-        """Add a user message and act until the model is done or a limit is hit; the end reason."""
+        """Add a user message and act until the model is done or a limit is hit; the end reason.
+
+        Raises :class:`~aes.models.ModelUnavailable` when the model server cannot be reached:
+        that is no end of the episode the agent could be scored on.
+        """
         self.messages.append({"role": "user", "content": message})
         self.recorder.add_message("user", message)
         format_errors = 0
@@ -155,6 +165,9 @@ class Episode:
             except BudgetExhausted as exc:
                 self.error = str(exc)
                 return EndReason.BUDGET
+            except ModelUnavailable as exc:
+                self.error = str(exc)
+                raise
             except ModelError as exc:
                 self.error = str(exc)
                 return EndReason.MODEL_ERROR
@@ -247,11 +260,17 @@ class TerminalAgent:
         return prompts.TOOLS_SYSTEM if uses_tools else prompts.FENCED_SYSTEM
 
     def run(self, task: Task, container: Container, timeout: float) -> AgentRun:
+        """Run one episode on ``task``; raises :class:`~aes.errors.InfrastructureError` (e.g. the
+        model server went away) instead of returning a run that would be scored."""
         deadline = time.monotonic() + timeout
         uses_tools = bool(self.model.supports_tools and self.model.config.use_tools is not False)
         episode = Episode(self.model, self.cfg, container, self.system_prompt(uses_tools))
         instruction = task.instruction + (prompts.HINTS_HEADER + self.hints if self.hints else "")
-        end = episode.send(instruction, deadline)
+        try:
+            end = episode.send(instruction, deadline)
+        except InfrastructureError:
+            episode.shell.close()
+            raise
         if end == EndReason.MAX_TURNS and time.monotonic() > deadline:
             end = EndReason.TIMEOUT
         trajectory = episode.trajectory(end_reason=end, hints=bool(self.hints))

@@ -1,7 +1,9 @@
 """Model clients: one chat interface (``aes.models.base``) with a backend per config file.
 
 ``conf/proposer/*.yaml`` and ``conf/solver/*.yaml`` name a ``backend``; :func:`build_model`
-instantiates it. Backends are imported lazily, so hosted-API users need no torch and
+instantiates it and :func:`check_models` health-checks the built ones before a run starts
+(a server that cannot be reached raises :class:`ModelUnavailable`, never a reward of 0).
+Backends are imported lazily, so hosted-API users need no torch and
 CPU users need no API SDK.
 """
 
@@ -16,10 +18,12 @@ from aes.models.base import (
     ChatModel,
     ChatResult,
     ModelError,
+    ModelUnavailable,
     RunBudget,
     ToolCall,
     ToolSpec,
     Usage,
+    check_models,
 )
 
 BACKENDS = {
@@ -46,9 +50,11 @@ __all__ = [
     "ChatModel",
     "ChatResult",
     "ModelError",
+    "ModelUnavailable",
     "RunBudget",
     "ToolCall",
     "ToolSpec",
     "Usage",
     "build_model",
+    "check_models",
 ]

@@ -19,15 +19,19 @@ import anthropic
 
 from aes.config import ModelConfig
 from aes.models.base import (
+    HEALTH_TIMEOUT_SEC,
     BaseChatModel,
     ChatResult,
     ModelError,
+    ModelUnavailable,
     RunBudget,
     ToolCall,
     ToolSpec,
     Usage,
     api_error_message,
+    describe,
     status_retry_delay,
+    status_unavailable,
 )
 
 log = logging.getLogger(__name__)
@@ -159,12 +163,10 @@ class AnthropicChat(BaseChatModel):
 
     def __init__(self, cfg: ModelConfig, budget: RunBudget | None = None):
         super().__init__(cfg, budget)
-        key_env = cfg.api_key_env or DEFAULT_KEY_ENV
-        key = os.environ.get(key_env, "").strip()
+        self.key_env = cfg.api_key_env or DEFAULT_KEY_ENV
+        key = os.environ.get(self.key_env, "").strip()
         if not key:
-            raise ModelError(
-                f"model {cfg.name!r} (backend anthropic) needs an API key: set the environment "
-                f"variable {key_env} (named by api_key_env)")
+            raise self._missing_key()
         kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": cfg.timeout_sec}
         if cfg.base_url:
             kwargs["base_url"] = cfg.base_url
@@ -172,6 +174,39 @@ class AnthropicChat(BaseChatModel):
         if cfg.temperature != 1.0:
             log.warning("model %r: the Anthropic Messages API takes no temperature; temperature=%g is ignored",
                         cfg.name, cfg.temperature)
+
+    @property
+    def endpoint(self) -> str:
+        """The API root requests go to (``base_url``, ``ANTHROPIC_BASE_URL`` or the SDK's default)."""
+        return str(self._client.base_url).rstrip("/")
+
+    def _missing_key(self) -> ModelUnavailable:
+        return ModelUnavailable(
+            f"model {self.config.name!r} (backend anthropic) needs an API key: set the environment "
+            f"variable {self.key_env} (named by api_key_env)")
+
+    def unavailable_hint(self) -> str:
+        return (f"the Anthropic API at {self.endpoint} could not serve: check the network, the key in "
+                f"{self.key_env} and https://status.anthropic.com (or base_url)")
+
+    def health_check(self) -> None:
+        """The key variable is set, and one models-list call (short timeout) reaches the API and
+        is not refused for the key."""
+        if not os.environ.get(self.key_env, "").strip():
+            raise self._missing_key()
+        client = self._client.with_options(timeout=min(HEALTH_TIMEOUT_SEC, self.config.timeout_sec), max_retries=0)
+        try:
+            client.models.list(limit=1)
+        except anthropic.APIStatusError as exc:
+            if exc.status_code in (401, 403):
+                raise self.unavailable(f"{self.endpoint} refused the key in {self.key_env} ({exc.status_code}: "
+                                       f"{api_error_message(exc)})") from exc
+            if exc.status_code >= 500:
+                raise self.unavailable(f"GET {self.endpoint}/v1/models answered {exc.status_code}: "
+                                       f"{api_error_message(exc)}") from exc
+            # Any other answer (e.g. a proxy without the models endpoint) shows the API is reachable.
+        except anthropic.APIConnectionError as exc:  # refused, reset, DNS, timeout
+            raise self.unavailable(f"cannot reach {self.endpoint}: {describe(exc)}") from exc
 
     def _chat_once(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None,
                    max_tokens: int, temperature: float) -> ChatResult:
@@ -187,10 +222,12 @@ class AnthropicChat(BaseChatModel):
             resp = self._client.messages.create(**params)
         except anthropic.APIStatusError as exc:
             if self._retryable(exc) is None:
-                raise ModelError(
-                    f"{self.config.name}: Anthropic API error {exc.status_code}"
-                    f"{' (' + str(exc.type) + ')' if getattr(exc, 'type', None) else ''}: {api_error_message(exc)}"
-                ) from exc
+                problem = (f"Anthropic API error {exc.status_code}"
+                           f"{' (' + str(exc.type) + ')' if getattr(exc, 'type', None) else ''}: "
+                           f"{api_error_message(exc)}")
+                if status_unavailable(exc.status_code):
+                    raise self.unavailable(problem) from exc
+                raise ModelError(f"{self.config.name}: {problem}") from exc
             raise
         return self._parse(resp)
 

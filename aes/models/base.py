@@ -15,10 +15,23 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from aes.config import BudgetConfig, ModelConfig
+from aes.errors import InfrastructureError
+
+HEALTH_TIMEOUT_SEC = 10.0
+"""Time a health check waits for a model server (connect and answer)."""
 
 
 class ModelError(RuntimeError):
-    """A model call failed for good (bad request, missing key, retries exhausted)."""
+    """A model call failed for good (bad request, context too long, content filter, ...)."""
+
+
+class ModelUnavailable(ModelError, InfrastructureError):
+    """The model server or API cannot serve: connection refused or reset, DNS failure, timeouts,
+    5xx / overloaded after the retries, a refused key, an unknown endpoint or model.
+
+    Not the request's fault, so never a reward: an attempt that meets it is an infrastructure
+    failure (``aes.errors``). The message names the server and what to start or set.
+    """
 
 
 class BudgetExhausted(ModelError):
@@ -91,6 +104,10 @@ class ChatModel(Protocol):
     def chat(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None = None, *,
              max_tokens: int | None = None, temperature: float | None = None) -> ChatResult: ...
 
+    def health_check(self) -> None:
+        """Raise :class:`ModelUnavailable` (naming the server and what to set) unless the model can serve."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -131,6 +148,29 @@ def status_retry_delay(status: int, headers: Any) -> float | None:
         # 0 would mean "exponential backoff" to BaseChatModel; a server asking for 0 s gets a tiny wait.
         return 0.0 if delay is None else max(delay, 1e-3)
     return None
+
+
+UNAVAILABLE_STATUSES = frozenset({401, 403, 404, 408, 429})
+"""Error statuses (besides 5xx) that no request could avoid: a refused key, an unknown endpoint or
+model, a server too busy to answer. Every other 4xx (400, 413, 422, ...) is the request's fault."""
+
+
+def status_unavailable(status: int) -> bool:
+    """Whether an HTTP error status means the server cannot serve (not that the request was bad)."""
+    return status >= 500 or status in UNAVAILABLE_STATUSES
+
+
+def describe(exc: BaseException) -> str:
+    """``exc`` with its root cause, e.g. ``Connection error. (ConnectError: [Errno 111] Connection refused)``:
+    SDK connection errors say little on their own."""
+    root, seen = exc, {id(exc)}
+    while (cause := root.__cause__ or root.__context__) is not None and id(cause) not in seen:
+        root = cause
+        seen.add(id(root))
+    text = str(exc) or type(exc).__name__
+    if root is not exc and str(root) and str(root) not in text:
+        text += f" ({type(root).__name__}: {root})"
+    return text
 
 
 def api_error_message(exc: Any) -> str:
@@ -211,9 +251,9 @@ class BaseChatModel:
                     raise
                 attempt += 1
                 if attempt > self.config.max_retries:
-                    raise ModelError(
-                        f"{self.config.name}: giving up after {self.config.max_retries} retries: {exc}"
-                    ) from exc
+                    # Retryable errors are the server's (connection, timeout, 5xx, overload), never the request's.
+                    raise self.unavailable(
+                        f"giving up after {self.config.max_retries} retries: {describe(exc)}") from exc
                 if delay > 0:  # the server said how long: at least that, plus up to 25% jitter
                     wait = delay * (1.0 + 0.25 * random.random())
                 else:
@@ -234,5 +274,40 @@ class BaseChatModel:
         """Seconds to wait before retrying ``exc`` (0: exponential backoff), None: do not retry."""
         return None
 
+    def unavailable(self, problem: str) -> ModelUnavailable:
+        """The error for a server that cannot serve: the model, ``problem`` and :meth:`unavailable_hint`."""
+        return ModelUnavailable(f"{self.config.name}: {problem}; {self.unavailable_hint()}")
+
+    def unavailable_hint(self) -> str:
+        """Where the model is served and what to start or set when it cannot be reached (per backend)."""
+        return f"the {self.config.backend} backend of model {self.config.model!r} cannot serve"
+
+    def health_check(self) -> None:
+        """Raise :class:`ModelUnavailable` unless the model can serve; run once before a run starts
+        (default: nothing to check)."""
+
     def close(self) -> None:
         pass
+
+
+def check_models(*models: ChatModel | None) -> None:
+    """Health-check every model a mode uses (each one once); one :class:`ModelUnavailable` naming
+    every failure. Called before any container starts: a server that is down stops the run there,
+    with its address, instead of turning each attempt into a reward of 0."""
+    failures: list[str] = []
+    seen: set[int] = set()
+    for model in models:
+        if model is None or id(model) in seen:
+            continue
+        seen.add(id(model))
+        check = getattr(model, "health_check", None)
+        if check is None:  # a ChatModel from outside aes.models without the check
+            continue
+        try:
+            check()
+        except (ModelError, InfrastructureError) as exc:
+            failures.append(str(exc))
+    if len(failures) == 1:
+        raise ModelUnavailable(failures[0])
+    if failures:
+        raise ModelUnavailable(f"{len(failures)} models cannot serve:\n" + "\n".join(f"  - {f}" for f in failures))

@@ -169,10 +169,20 @@ class TransformersChat(BaseChatModel):
     def render(self, messages: list[dict[str, Any]]) -> str:
         return self.policy.render(messages)
 
+    def unavailable_hint(self) -> str:
+        return f"the in-process model {self.policy.name or self.config.model!r} is not loaded"
+
+    def health_check(self) -> None:
+        """The policy's model and tokenizer are loaded in this process and the model is open."""
+        if self._closed:
+            raise self.unavailable("model is closed")
+        if self.policy.model is None or self.policy.tokenizer is None:
+            raise self.unavailable("the policy has no model or tokenizer")
+
     def _chat_once(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None,
                    max_tokens: int, temperature: float) -> ChatResult:
         if self._closed:
-            raise ModelError(f"{self.config.name}: model is closed")
+            raise self.unavailable("model is closed")
         policy = self.policy
         prompt_ids = policy.prompt_ids(messages)
         room = self.config.context_length - len(prompt_ids)

@@ -45,6 +45,7 @@ from aes.models.base import (
     BaseChatModel,
     ChatResult,
     ModelError,
+    ModelUnavailable,
     RunBudget,
     ToolSpec,
     Usage,
@@ -180,8 +181,10 @@ class LlamaEngine:
 
     # --- HTTP helpers for the endpoints xllamacpp does not wrap
     def _request(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One call to the engine's HTTP listener: an engine that does not answer is :class:`ModelUnavailable`,
+        one that answers with an error status a :class:`ModelError` (it is up; the request failed)."""
         if self.server is None:
-            raise ModelError("the local engine is closed")
+            raise ModelUnavailable(f"the local engine for {self.path} is closed")
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.address + path, data=data,
                                      headers={"Content-Type": "application/json"})
@@ -190,8 +193,9 @@ class LlamaEngine:
                 return json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             raise ModelError(f"local engine {path}: HTTP {exc.code}: {exc.read()[:500]!r}") from exc
-        except OSError as exc:
-            raise ModelError(f"local engine {path}: {exc}") from exc
+        except OSError as exc:  # refused, reset, timed out: the engine in this process stopped answering
+            raise ModelUnavailable(f"local engine at {self.address} ({self.path}) does not answer {path}: {exc}; "
+                                   f"set {LOG_ENV}=1 for llama.cpp's log") from exc
 
     def _get(self, path: str) -> dict[str, Any]:
         return self._request(path)
@@ -228,7 +232,7 @@ class LlamaEngine:
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         server = self.server
         if server is None:
-            raise ModelError("the local engine is closed")
+            raise ModelUnavailable(f"the local engine for {self.path} is closed")
         out = server.handle_completions(body)
         if not isinstance(out, dict):
             raise ModelError(f"local engine: unexpected reply {str(out)[:300]}")
@@ -304,6 +308,18 @@ class LocalChat(BaseChatModel):
         """The prompt string the engine is given for ``messages``."""
         return self.engine.render(messages)
 
+    def unavailable_hint(self) -> str:
+        return f"the local llama.cpp engine for {self.model_path} is not loaded (set {LOG_ENV}=1 for its log)"
+
+    def health_check(self) -> None:
+        """The engine is loaded and answers its HTTP listener (``/v1/models``, a local round trip)."""
+        if self._closed or self.engine.server is None:
+            raise self.unavailable("model is closed")
+        try:
+            self.engine._get("/v1/models")
+        except ModelError as exc:
+            raise self.unavailable(str(exc)) from exc
+
     def _next_seed(self) -> int:
         with self._rng_lock:
             return self._rng.randrange(0, 2**32 - 1)  # 2**32-1 means "random" to llama.cpp
@@ -311,7 +327,7 @@ class LocalChat(BaseChatModel):
     def _chat_once(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None,
                    max_tokens: int, temperature: float) -> ChatResult:
         if self._closed:
-            raise ModelError(f"{self.config.name}: model is closed")
+            raise self.unavailable("model is closed")
         engine = self.engine
         prompt_ids = engine.tokenize(engine.render(messages))
         room = engine.slot_ctx - len(prompt_ids)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import re
 from typing import Any
@@ -22,16 +23,22 @@ import openai
 
 from aes.config import ModelConfig
 from aes.models.base import (
+    HEALTH_TIMEOUT_SEC,
     BaseChatModel,
     ChatResult,
     ModelError,
+    ModelUnavailable,
     RunBudget,
     ToolCall,
     ToolSpec,
     Usage,
     api_error_message,
+    describe,
     status_retry_delay,
+    status_unavailable,
 )
+
+log = logging.getLogger(__name__)
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 DUMMY_KEY = "EMPTY"
@@ -119,13 +126,11 @@ class OpenAIChat(BaseChatModel):
     def __init__(self, cfg: ModelConfig, budget: RunBudget | None = None):
         super().__init__(cfg, budget)
         self.compatible = cfg.backend == "openai_compatible"
-        key_env = cfg.api_key_env or (None if self.compatible else DEFAULT_KEY_ENV)
-        key = os.environ.get(key_env, "").strip() if key_env else ""
+        self.key_env = cfg.api_key_env or (None if self.compatible else DEFAULT_KEY_ENV)
+        key = os.environ.get(self.key_env, "").strip() if self.key_env else ""
         if not key:
             if not self.compatible:
-                raise ModelError(
-                    f"model {cfg.name!r} (backend {cfg.backend}) needs an API key: set the environment "
-                    f"variable {key_env} (named by api_key_env)")
+                raise self._missing_key()
             key = DUMMY_KEY
         if self.compatible and not (cfg.base_url or os.environ.get("OPENAI_BASE_URL")):
             raise ModelError(f"model {cfg.name!r} (backend openai_compatible) needs base_url, "
@@ -136,6 +141,51 @@ class OpenAIChat(BaseChatModel):
         if cfg.base_url:
             kwargs["base_url"] = cfg.base_url
         self._client = openai.OpenAI(**kwargs)
+
+    @property
+    def endpoint(self) -> str:
+        """The API root requests go to (``base_url``, ``OPENAI_BASE_URL`` or the SDK's default)."""
+        return str(self._client.base_url).rstrip("/")
+
+    def _missing_key(self) -> ModelUnavailable:
+        return ModelUnavailable(
+            f"model {self.config.name!r} (backend {self.config.backend}) needs an API key: set the environment "
+            f"variable {self.key_env} (named by api_key_env)")
+
+    def unavailable_hint(self) -> str:
+        if self.compatible:
+            return (f"is a model server serving {self.config.model} at {self.endpoint}? Start one (e.g. "
+                    f"`vllm serve {self.config.model}`, see launchers/) or point solver.base_url / "
+                    "proposer.base_url at it")
+        return (f"the OpenAI API at {self.endpoint} could not serve: check the network, the key in "
+                f"{self.key_env} and https://status.openai.com (or base_url)")
+
+    def health_check(self) -> None:
+        """One ``GET {base_url}/models`` with a short timeout: the server answers and takes the key.
+
+        A hosted API also needs its key variable set. An ``openai_compatible`` server that does
+        not list ``model`` is reported in the log, not refused (SGLang serves any name).
+        """
+        if not self.compatible and not os.environ.get(self.key_env or "", "").strip():
+            raise self._missing_key()
+        client = self._client.with_options(timeout=min(HEALTH_TIMEOUT_SEC, self.config.timeout_sec), max_retries=0)
+        try:
+            served = [m.id for m in client.models.list().data]
+        except openai.APIStatusError as exc:
+            if exc.status_code in (401, 403):
+                which = (f"the key in {self.key_env}" if self.key_env
+                         else "no key: set api_key_env to a variable holding the server's key")
+                raise self.unavailable(f"{self.endpoint} refused the API key ({exc.status_code}: "
+                                       f"{api_error_message(exc)}; sent {which})") from exc
+            if self.compatible or exc.status_code >= 500:
+                raise self.unavailable(f"GET {self.endpoint}/models answered {exc.status_code}: "
+                                       f"{api_error_message(exc)}") from exc
+            return  # a hosted API (or proxy) that answered, if not with a model list, is reachable
+        except openai.APIConnectionError as exc:  # refused, reset, DNS, timeout
+            raise self.unavailable(f"cannot reach {self.endpoint}/models: {describe(exc)}") from exc
+        if self.compatible and served and self.config.model not in served:
+            log.warning("model %r: the server at %s serves %s, not model=%s; requests may be refused",
+                        self.config.name, self.endpoint, ", ".join(served), self.config.model)
 
     def request_params(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None,
                        max_tokens: int, temperature: float) -> dict[str, Any]:
@@ -167,9 +217,11 @@ class OpenAIChat(BaseChatModel):
             resp = self._client.chat.completions.create(**params)
         except openai.APIStatusError as exc:
             if self._retryable(exc) is None:
-                raise ModelError(
-                    f"{self.config.name}: {'server' if self.compatible else 'OpenAI API'} error "
-                    f"{exc.status_code}: {api_error_message(exc)}") from exc
+                problem = (f"{'server' if self.compatible else 'OpenAI API'} error "
+                           f"{exc.status_code}: {api_error_message(exc)}")
+                if status_unavailable(exc.status_code):
+                    raise self.unavailable(problem) from exc
+                raise ModelError(f"{self.config.name}: {problem}") from exc
             raise
         return self._parse(resp)
 

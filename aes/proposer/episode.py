@@ -3,6 +3,13 @@
 Every draft that loads goes into the pool (content-addressed, so a resubmitted draft
 is not stored twice) with its verdicts; the episode's outcome is the best verdict of
 its drafts: admitted, valid (passed checks 1-6, not admitted) or broken.
+
+An episode cut short by the infrastructure (its model server went away: an
+:class:`~aes.errors.InfrastructureError` out of the harness) has no outcome: it is not the
+proposer's failure, so it gets no r_P. Its partial trajectory goes to
+``infrastructure_failures/`` (not ``proposer_trajectories/``, where r_P is read from), the
+assignment stays open (a rerun of the same run dir redoes it) and the error propagates to
+stop the run with what to fix.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from typing import Protocol
 
 from aes.admission.pipeline import AdmissionPipeline, AdmissionVerdict
 from aes.agents import write_json_atomic
+from aes.errors import InfrastructureError
 from aes.pool import AssignmentLog, PoolStore
 from aes.proposer.assignments import Assignment
 from aes.proposer.workspace import Workspace
@@ -55,6 +63,7 @@ def run_episode(assignment: Assignment, workspace: Workspace, harness: Harness, 
     """Drive ``harness`` through at most ``max_revisions`` revisions; record everything."""
     result = EpisodeResult(assignment=assignment)
     log_ = AssignmentLog(pool)
+    failure: InfrastructureError | None = None
     try:
         draft = harness.start(assignment, workspace)
         for revision in range(max_revisions + 1):
@@ -74,17 +83,42 @@ def run_episode(assignment: Assignment, workspace: Workspace, harness: Harness, 
             if revision == max_revisions:
                 break
             draft = harness.revise(feedback)
+    except InfrastructureError as exc:
+        failure = exc
+        raise
     finally:
         result.tokens, result.cost_usd = harness.tokens, harness.cost_usd
-        trajectory = harness.trajectory(assignment=assignment.to_dict(), outcome=result.outcome,
-                                        env_id=result.env_id, revisions=result.revisions,
-                                        failed_stages=result.failed_stages)
-        path = out_dir / "proposer_trajectories" / f"{assignment.assignment_id}.json"
-        write_json_atomic(path, trajectory)
-        result.trajectory_path = str(path)
+        if failure is not None:
+            _set_aside(assignment, harness, result, out_dir, failure)
+        else:
+            trajectory = harness.trajectory(assignment=assignment.to_dict(), outcome=result.outcome,
+                                            env_id=result.env_id, revisions=result.revisions,
+                                            failed_stages=result.failed_stages)
+            path = out_dir / "proposer_trajectories" / f"{assignment.assignment_id}.json"
+            write_json_atomic(path, trajectory)
+            result.trajectory_path = str(path)
         harness.close()
-        log_.close(assignment.assignment_id, result.outcome, result.env_id, result.cost_usd, result.tokens)
+        if failure is None:
+            log_.close(assignment.assignment_id, result.outcome, result.env_id, result.cost_usd, result.tokens)
     return result
+
+
+def _set_aside(assignment: Assignment, harness: Harness, result: EpisodeResult, out_dir: Path,
+               failure: InfrastructureError) -> None:
+    """Keep the partial trajectory of an episode the infrastructure cut short where no r_P is read
+    from; the assignment is left open."""
+    path = out_dir / "infrastructure_failures" / f"{assignment.assignment_id}.json"
+    extra = {"assignment": assignment.to_dict(), "outcome": None, "env_id": result.env_id,
+             "revisions": result.revisions, "failed_stages": result.failed_stages,
+             "infrastructure_error": str(failure)}
+    try:
+        trajectory = harness.trajectory(**extra)
+    except AssertionError:  # the harness had not started its episode: nothing was recorded yet
+        trajectory = {"extra": extra}
+    write_json_atomic(path, trajectory)
+    result.trajectory_path = str(path)
+    log.warning("%s: proposer episode stopped by the infrastructure, not scored (the assignment stays open; "
+                "partial trajectory in %s): %s", assignment.assignment_id, path, failure)
 
 
 def _admit(draft: Path | None, assignment: Assignment, harness: Harness, pipeline: AdmissionPipeline,

@@ -4,6 +4,8 @@
 ``prompt_feedback``: as ``prompt``, then the draft is built and run (oracle, no-op) and the
 logs go back to the model for up to ``harness.feedback_rounds`` rewrites.
 Both keep the conversation, so admission feedback continues it (:meth:`revise`).
+A model that cannot be reached raises :class:`~aes.models.ModelUnavailable` out of the
+episode (no draft is not the proposer's failure then); other model errors mean no draft.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 
 from aes.agents import TrajectoryRecorder
 from aes.config import HarnessConfig
-from aes.models import ChatModel, ModelError
+from aes.models import ChatModel, ModelError, ModelUnavailable
 from aes.proposer.assignments import Assignment
 from aes.proposer.files import FORMAT_HELP, DraftError, parse_files, render_files, write_files
 from aes.proposer.tools import ProposerTools
@@ -65,6 +67,8 @@ class PromptHarness:
         self.recorder.add_message("user", message)
         try:
             result = self.model.chat(self.messages)
+        except ModelUnavailable:
+            raise
         except ModelError as exc:
             self.note = f"model call failed: {exc}"
             return None
