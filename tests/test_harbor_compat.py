@@ -25,6 +25,16 @@ its task's test with Harbor's message.
 
 The tests skip only when the Docker engine cannot be reached (and fail even then when
 ``AES_REQUIRE_DOCKER=1``, as in CI); a failure to install or run Harbor fails them.
+
+The second check covers tasks aes did not write: ``tests/fixtures/real_tasks`` holds tasks in
+the style of public terminal-bench / Harbor tasks that bring their own test tooling (uv and
+uvx, pytest plugins, a compiled checker, a non-root ``USER``, node's test runner, a verifier
+that blocks until the work is done, ...), two of them deliberately invalid. Harbor's verdict on
+each (oracle and nop rewards, and whether the task is admissible: oracle 1.0 and nop absent
+or < 0.5) was recorded in ``verdicts.json`` by ``record_harbor_verdicts.py`` there; aes's
+validator with the default config must reach the same verdict. That test runs aes only, not
+Harbor; rerun the script when a task changes.
+
 Settings: ``AES_HARBOR_HOME`` (side dir, default ``.aes-cache/harbor``),
 ``AES_HARBOR_CONCURRENCY`` (trials at once, default 8), ``AES_HARBOR_TIMEOUT``
 (seconds for the whole Harbor job, default 1800).
@@ -53,6 +63,8 @@ REPO = Path(__file__).resolve().parents[1]
 SEEDS = REPO / "aes" / "domains" / "terminal" / "seeds"
 INSTALLER = REPO / "launchers" / "install_harbor.sh"
 SEED_NAMES = sorted(p.name for p in SEEDS.iterdir() if (p / "task.toml").is_file()) if SEEDS.is_dir() else []
+REAL_TASKS = REPO / "tests" / "fixtures" / "real_tasks"
+REAL_TASK_NAMES = sorted(p.name for p in REAL_TASKS.iterdir() if (p / "task.toml").is_file())
 AGENTS = ("oracle", "nop")
 
 # A FROM line: optional --platform style flags, the image, then e.g. "AS stage".
@@ -230,3 +242,36 @@ def test_harbor_rewards_equal_aes_rewards(task, harbor_job, aes_reports):
             problems.append(f"{agent}: Harbor rewards {harbor_rewards} != aes rewards {aes_rewards} "
                             f"(Harbor trial: {harbor.path})")
     assert not problems, f"{task}:\n" + "\n".join(problems)
+
+
+# -- externally styled tasks: aes's verdict == Harbor's recorded verdict --------------------
+@pytest.fixture(scope="session")
+def harbor_verdicts() -> dict[str, dict]:
+    """Harbor's verdicts on tests/fixtures/real_tasks (record_harbor_verdicts.py wrote them)."""
+    return json.loads((REAL_TASKS / "verdicts.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def real_task_reports(cfg, image_builder):
+    """aes's validation (default config, as `aes validate` runs it) of every real-style task."""
+    validator = Validator(cfg.sandbox, nop_max_reward=cfg.admission.nop_max_reward)
+    with ThreadPoolExecutor(max_workers=cfg.sandbox.concurrency) as pool:
+        yield {name: pool.submit(validator.validate, REAL_TASKS / name) for name in REAL_TASK_NAMES}
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("task", REAL_TASK_NAMES)
+def test_aes_verdict_equals_harbor_verdict_on_real_style_tasks(task, harbor_verdicts, real_task_reports):
+    assert task in harbor_verdicts, (f"no Harbor verdict recorded for {task}: run "
+                                     f"tests/fixtures/real_tasks/record_harbor_verdicts.py {task}")
+    harbor = harbor_verdicts[task]
+    report = real_task_reports[task].result()
+    seen = (f"aes: valid={report.valid} oracle={report.oracle_reward} nop={report.nop_reward} "
+            f"reasons={[str(r) for r in report.reasons]}; Harbor: {harbor}")
+    assert report.valid == harbor["valid"], seen
+    if harbor["valid"]:
+        assert report.oracle_reward == harbor["oracle_reward"], seen
+    elif harbor["oracle_reward"] != 1.0:  # invalid for the same cause: the reference's reward
+        assert report.oracle_reward == harbor["oracle_reward"], seen
+    else:  # ... or the do-nothing run's
+        assert report.nop_reward == harbor["nop_reward"], seen
