@@ -14,6 +14,11 @@ REPO = Path(__file__).resolve().parents[1]
 SEEDS = REPO / "aes" / "domains" / "terminal" / "seeds"
 FIXTURES = REPO / "tests" / "fixtures" / "tasks"
 
+# The command lines of the container's processes, one a line, read from /proc: the upstream
+# python:*-slim images have no procps (no `ps`), and tests must not depend on what the local
+# stand-in image happens to contain.
+PROC_ARGS = "{ for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < \"$f\"; echo; done; } 2>/dev/null"
+
 REWARD_TEST = """#!/bin/bash
 if [ -f /app/answer.txt ] && [ "$(cat /app/answer.txt)" = "42" ]; then
   echo 1 > /logs/verifier/reward.txt

@@ -8,7 +8,7 @@ import pytest
 from aes.sandbox import Container, DockerSandbox
 from aes.sandbox.docker_client import LABEL_MANAGED, owner_labels, reap_orphans
 from aes.tasks import load_task
-from tests.conftest import make_task
+from tests.conftest import PROC_ARGS, make_task
 
 pytestmark = pytest.mark.docker
 
@@ -36,7 +36,7 @@ def test_exec_timeout_kills_the_command(box):
     result = box.exec("sleep 300; echo never", 1)
     assert result.timed_out and result.exit_code is None
     assert "never" not in result.output
-    assert "sleep 300" not in box.exec("ps -eo args", 30).output
+    assert "sleep 300" not in box.exec(PROC_ARGS, 30).output
 
 
 def test_background_process_does_not_hold_exec_open(box):

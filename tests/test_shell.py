@@ -6,7 +6,7 @@ import pytest
 
 from aes.sandbox.shell import ShellSession, syntax_problem
 from aes.tasks import load_task
-from tests.conftest import make_task
+from tests.conftest import PROC_ARGS, make_task
 
 
 def test_syntax_problems_are_caught_before_running():
@@ -51,7 +51,7 @@ def test_output_without_trailing_newline_is_kept_exactly(shell):
 def test_timeout_kills_the_command_not_the_session(shell):
     out = shell.run("cd /var; sleep 300", 1)
     assert out.timed_out and out.exit_code is None
-    after = shell.run("pwd; ps -eo args | grep -c '[s]leep 300'", 10)
+    after = shell.run(f"pwd; {PROC_ARGS} | grep -c '[s]leep 300'", 10)
     assert after.output.split() == ["/var", "0"]
 
 
