@@ -42,7 +42,8 @@ class Flywheel:
         proposer = self.solver.chat if cfg.flywheel.shared_policy else self.solver.proposer(cfg, self.budget)
         self._check_models(proposer)
         self.trials = TrialRunner(cfg.sandbox)
-        self.rollouts = RolloutRunner(self.solver.chat, cfg.agent, self.trials, run_dir, cfg.sandbox.concurrency)
+        self.rollouts = RolloutRunner(self.solver.chat, cfg.agent, self.trials, run_dir, cfg.sandbox.concurrency,
+                                      infra_limit=cfg.infra_failure_limit)
         self.stack = build_stack(cfg, run_dir, proposer, self.rollouts)
         self.pool = self.stack.pool
         self.metrics = MetricsLogger(cfg.logger, run_dir)

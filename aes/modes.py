@@ -49,7 +49,8 @@ def solver_session(cfg: AesConfig, run_dir: Path, budget: RunBudget | None = Non
     solver = build_model(cfg.solver, budget)
     try:
         check_models(solver, *others)
-        yield RolloutRunner(solver, cfg.agent, TrialRunner(cfg.sandbox), run_dir, cfg.sandbox.concurrency)
+        yield RolloutRunner(solver, cfg.agent, TrialRunner(cfg.sandbox), run_dir, cfg.sandbox.concurrency,
+                            infra_limit=cfg.infra_failure_limit)
     finally:
         solver.close()
         s = budget.summary()

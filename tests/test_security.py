@@ -2,38 +2,72 @@
 what its real work deserves, the trial ends in time, and the host and other trials are fine.
 
 The attack tasks (aes.sandbox.selftest) pay 1 only for ``42`` in /app/answer.txt; each
-"solution" attacks the verifier instead of doing that work, so the right reward is 0.
+"solution" attacks the verifier instead of doing that work, so the right reward is 0, and a
+finished attempt must not end without a reward (that would dodge the 0). Each attack has an
+honest twin on the same task variant that must earn 1, so the checks can fail.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import resource
+import socket
+import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from aes.sandbox import OracleAgent, Outcome, TrialRunner
-from aes.sandbox.selftest import ATTACKS, attack_task
+from aes.sandbox.selftest import ATTACKS, CATALOGUE, held, task_for
+from aes.sandbox.trial import AGENT_BROKE, INFRASTRUCTURE
 from aes.tasks import load_task
 from tests.conftest import make_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.security]
+
+IN_PLACE_FORGEABLE = ("fake_python", "fake_pytest_package", "sitecustomize", "pth_file", "alternatives_redirect",
+                      "shadow_on_path", "venv_python_replaced", "waits_for_tests", "image_env_hooks",
+                      "cwd_module_shadow", "answer_links_to_expected", "answer_links_to_verifier_scratch",
+                      "answer_hardlinks_verifier_scratch")
+"""Attacks that do earn 1 under Harbor's in-place verification (sandbox.trusted_verifier=false):
+proof that the attacks are real, and the reason the sealed verifier is the default."""
+
 
 @pytest.fixture(scope="module")
 def runner(sandbox, cfg):
     return TrialRunner(cfg.sandbox, sandbox)
 
 
-@pytest.mark.parametrize("attack", sorted(ATTACKS))
+@pytest.fixture(scope="module")
+def in_place(sandbox, cfg):
+    return TrialRunner(dataclasses.replace(cfg.sandbox, trusted_verifier=False), sandbox)
+
+
+@pytest.mark.parametrize("attack", [a.name for a in CATALOGUE])
 def test_attack_on_the_verifier_earns_nothing(runner, tmp_path, attack):
-    result = runner.run(load_task(attack_task(tmp_path, attack, ATTACKS[attack])), OracleAgent())
-    assert result.reward != 1.0, (result.outcome, result.verifier_output[-500:])
+    result = runner.run(load_task(task_for(tmp_path, ATTACKS[attack])), OracleAgent())
+    assert held(result), (result.outcome, result.reward, result.detail, result.verifier_output[-500:])
 
 
-def test_the_same_verifier_pays_honest_work(runner, tmp_path):
-    honest = load_task(attack_task(tmp_path, "honest", "echo 42 > /app/answer.txt\n"))
-    assert runner.run(honest, OracleAgent()).reward == 1.0
+def _variants():
+    seen = {}
+    for attack in CATALOGUE:
+        seen.setdefault((attack.dockerfile, attack.test_sh), attack.name)
+    return sorted(seen.values())
+
+
+@pytest.mark.parametrize("attack", _variants())
+def test_the_same_task_variant_pays_honest_work(runner, tmp_path, attack):
+    result = runner.run(load_task(task_for(tmp_path, ATTACKS[attack], honest=True)), OracleAgent())
+    assert (result.outcome, result.reward) == (Outcome.OK, 1.0), (result.detail, result.verifier_output[-500:])
+
+
+@pytest.mark.parametrize("attack", IN_PLACE_FORGEABLE)
+def test_the_attack_is_real_under_in_place_verification(in_place, tmp_path, attack):
+    result = in_place.run(load_task(task_for(tmp_path, ATTACKS[attack])), OracleAgent())
+    assert result.reward == 1.0, (result.outcome, result.detail, result.verifier_output[-300:])
 
 
 def test_sleeping_past_every_timeout_still_ends(runner, tmp_path):
@@ -43,6 +77,43 @@ def test_sleeping_past_every_timeout_still_ends(runner, tmp_path):
     result = runner.run(load_task(make_task(tmp_path, solve=solve, test=test, toml=toml)), OracleAgent())
     assert result.outcome is Outcome.VERIFIER_TIMEOUT and result.reward is None
     assert result.timings["agent"] < 60 and result.timings["verify"] < 60  # 2 s limits, generous margin
+
+
+def test_declared_timeouts_are_bounded_by_aes(sandbox, cfg, tmp_path):
+    bounded = dataclasses.replace(cfg.sandbox, max_agent_timeout_sec=3.0, max_verifier_timeout_sec=3.0)
+    toml = '[agent]\ntimeout_sec = 1e9\n[verifier]\ntimeout_sec = 1e300\n'
+    result = TrialRunner(bounded, sandbox).run(
+        load_task(make_task(tmp_path, solve="sleep 100000\n", test="#!/bin/bash\nsleep 100000\n", toml=toml)),
+        OracleAgent())
+    assert result.outcome is Outcome.VERIFIER_TIMEOUT
+    assert result.timings["agent"] < 30 and result.timings["verify"] < 30
+    mine = sandbox.client.api.containers(all=True, filters={"label": f"aes.pid={os.getpid()}"})
+    assert [c for c in mine if c["Labels"].get("aes.role") in ("trial", "verifier")] == []
+
+
+def test_declared_build_timeout_is_bounded_by_aes(sandbox, cfg, tmp_path):
+    from aes.sandbox.images import ImageBuilder
+
+    bounded = dataclasses.replace(cfg.sandbox, max_build_timeout_sec=3.0)
+    task = load_task(make_task(tmp_path, dockerfile="FROM python:3.12-slim\nRUN sleep 600\n",
+                               toml='[environment]\nbuild_timeout_sec = 1e300\n'))
+    build = ImageBuilder(bounded).build(task)
+    assert build.image is None and build.reason.code == "build.timeout" and build.seconds < 60
+
+
+def test_storage_past_the_limit_ends_the_attempt(runner, tmp_path):
+    toml = '[agent]\ntimeout_sec = 60\n[environment]\nstorage_mb = 64\nnetwork_mode = "no-network"\n'
+    solve = "for i in $(seq 40); do head -c 10000000 /dev/zero > /app/blob$i; sleep 0.1; done; echo 42 > /app/answer.txt\n"
+    result = runner.run(load_task(make_task(tmp_path, solve=solve, toml=toml)), OracleAgent())
+    assert result.outcome is Outcome.STORAGE_EXCEEDED and result.outcome in AGENT_BROKE
+    assert result.reward is None and "storage" in result.detail
+
+
+def test_changes_too_large_to_carry_end_the_attempt(runner, tmp_path, cfg, sandbox):
+    small = TrialRunner(dataclasses.replace(cfg.sandbox, max_carry_entries=50), sandbox)
+    solve = "mkdir -p /app/many; for i in $(seq 200); do echo $i > /app/many/f$i; done; echo 42 > /app/answer.txt\n"
+    result = small.run(load_task(make_task(tmp_path, solve=solve)), OracleAgent())
+    assert result.outcome is Outcome.STORAGE_EXCEEDED and "max_carry_entries" in result.detail
 
 
 def test_memory_hog_is_killed_inside_its_limit(runner, tmp_path):
@@ -79,6 +150,101 @@ def test_no_network_means_no_network(runner, tmp_path):
     assert result.reward == 0.0 and "unreachable" in result.agent_output.lower()
 
 
+def _host_addresses(sandbox) -> list[str]:
+    net = sandbox.client.networks.get(sandbox.network).attrs
+    out = [c["Gateway"] for c in net["IPAM"]["Config"] if c.get("Gateway")]
+    try:
+        lines = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True).stdout
+        out += [line.split()[3].split("/")[0] for line in lines.splitlines() if " lo " not in line]
+    except OSError:
+        pass
+    return sorted(set(out))
+
+
+@pytest.fixture
+def host_service():
+    """A TCP service listening on every host address, as a model server or database would."""
+    server = socket.socket()
+    server.bind(("0.0.0.0", 0))
+    server.listen(16)
+    stop = threading.Event()
+
+    def serve():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+                conn.sendall(b"SECRET\n")
+                conn.close()
+            except OSError:
+                pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1]
+    stop.set()
+    server.close()
+
+
+def _probe(addresses: list[str], port: int) -> str:
+    targets = ", ".join(f"('{a}', {port})" for a in addresses)
+    return ("python3 - <<'EOF'\nimport socket\nfor target in [" + targets + "]:\n"
+            "    try:\n        s = socket.create_connection(target, timeout=3)\n"
+            "        print('REACHED', target, s.recv(16))\n    except OSError as exc:\n"
+            "        print('blocked', target, exc)\nEOF\n")
+
+
+def test_host_services_are_unreachable_from_trials(runner, sandbox, tmp_path, host_service):
+    from aes.sandbox.network import host_isolated
+
+    if not host_isolated(sandbox.cfg):
+        pytest.skip("the host firewall needs root and iptables")
+    addresses = _host_addresses(sandbox)
+    assert socket.create_connection(("127.0.0.1", host_service), timeout=3).recv(16) == b"SECRET\n"
+    toml = '[environment]\nnetwork_mode = "public"\n'
+    result = runner.run(load_task(make_task(tmp_path, solve=_probe(addresses, host_service), toml=toml)),
+                        OracleAgent())
+    assert "REACHED" not in result.agent_output and result.agent_output.count("blocked") == len(addresses)
+
+
+def test_host_services_are_unreachable_from_builds(sandbox, tmp_path, host_service):
+    from aes.sandbox.network import host_isolated
+
+    if not host_isolated(sandbox.cfg):
+        pytest.skip("the host firewall needs root and iptables")
+    addresses = _host_addresses(sandbox)
+    targets = ", ".join(f"('{a}', {host_service})" for a in addresses)
+    run = ("RUN python3 -c \"import socket, sys; ok = [t for t in [" + targets + "] "
+           "if not socket.socket().connect_ex(t)]; sys.exit(1 if ok else 0)\"\n")
+    task = load_task(make_task(tmp_path, dockerfile="FROM python:3.12-slim\n" + run))
+    build = sandbox.build(task)
+    assert build.image is not None, build.reason
+
+
+def test_non_root_image_user_is_verified_as_harbor_does(runner, in_place, tmp_path):
+    dockerfile = ("FROM python:3.12-slim\nRUN useradd -m tester && mkdir -p /app && chown tester /app\n"
+                  "WORKDIR /app\nUSER tester\n")
+    test = ('#!/bin/bash\n[ "$(id -u)" != 0 ] && [ "$(cat /app/answer.txt)" = 42 ] '
+            '&& echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n')
+    path = make_task(tmp_path, dockerfile=dockerfile, test=test)
+    for trials in (runner, in_place):
+        result = trials.run(load_task(path), OracleAgent())
+        assert (result.outcome, result.reward) == (Outcome.OK, 1.0), (result.detail, result.verifier_output)
+
+
+def test_infrastructure_failure_of_the_agent_is_never_a_reward(runner, tmp_path):
+    from aes.errors import InfrastructureError
+
+    class DeadServer:
+        name = "dead-server"
+
+        def run(self, task, container, timeout):
+            raise InfrastructureError("model server http://127.0.0.1:9/v1 is unreachable")
+
+    result = runner.run(load_task(make_task(tmp_path)), DeadServer())
+    assert result.outcome is Outcome.INFRA_ERROR and result.outcome in INFRASTRUCTURE
+    assert result.reward is None and "127.0.0.1:9" in result.detail
+
+
 def test_32_concurrent_trials_finish_without_leaks(runner, tmp_path):
     tasks = [load_task(make_task(tmp_path, f"t{i}", solve="seq 1 200000; echo 42 > /app/answer.txt\n"))
              for i in range(32)]
@@ -95,5 +261,5 @@ def test_32_concurrent_trials_finish_without_leaks(runner, tmp_path):
         results = list(pool.map(lambda t: runner.run(t, OracleAgent(), image), tasks))
     done.set()
     assert [r.reward for r in results] == [1.0] * 32
-    mine = runner.sandbox.client.api.containers(all=True, filters={"label": "aes.role=trial"})
-    assert [c for c in mine if c["Labels"].get("aes.pid") == str(__import__("os").getpid())] == []
+    mine = runner.sandbox.client.api.containers(all=True, filters={"label": f"aes.pid={os.getpid()}"})
+    assert [c for c in mine if c["Labels"].get("aes.role") in ("trial", "verifier")] == []

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aes.config import AdmissionConfig
-from aes.models import ChatModel, ModelError
+from aes.models import ChatModel, ModelError, ModelUnavailable
 from aes.tasks import Reason
 from aes.tasks.task import read_capped
 
@@ -92,6 +92,8 @@ class Reviewer:
         for _ in range(2):
             try:
                 reply = self.grader.chat(messages, max_tokens=self.cfg.review_max_tokens, temperature=0.0)
+            except ModelUnavailable:
+                raise  # the grader's server is down: an infrastructure failure, not a rejected task
             except ModelError as exc:
                 result.reasons = [Reason("review.grader_error", f"the reviewer model failed: {exc}")]
                 return result

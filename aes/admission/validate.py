@@ -22,9 +22,13 @@ from aes.sandbox import (
     TrialResult,
     TrialRunner,
 )
-from aes.tasks import Reason, Task, TaskLoadError, check_task, load_task
+from aes.sandbox.limits import clamp_notes
+from aes.tasks import Reason, Task, TaskLoadError, load_task
+from aes.tasks.static import check_task_with_config
 
 _TAIL = 600
+_NOP_UNVERIFIED = (Outcome.VERIFIER_TIMEOUT, Outcome.NO_REWARD_FILE, Outcome.BAD_REWARD_FILE)
+"""Do-nothing outcomes without a reward: like Harbor, aes counts them as "< 0.5" (with a warning)."""
 
 
 @dataclass
@@ -52,15 +56,16 @@ class ValidationReport:
             "oracle_reward": self.oracle_reward,
             "nop_reward": self.nop_reward,
             "seconds": round(self.seconds, 3),
+            "notes": self.notes,
         }
 
 
 class _NopProbe(NopAgent):
-    """The do-nothing agent, which also checks that the image hides the tests and solution."""
+    """The do-nothing agent, which also checks that the image hides the tests and solution
+    (asked of the engine, not of a program in the image, whose output could say anything)."""
 
     def run(self, task: Task, container: Container, timeout: float) -> AgentRun:
-        probe = container.exec("ls -d /solution /tests 2>/dev/null; true", 30, user="root")
-        return AgentRun(exit_code=0, info={"leaked": probe.output.split()})
+        return AgentRun(exit_code=0, info={"leaked": [p for p in ("/solution", "/tests") if container.exists(p)]})
 
 
 def _tail(text: str) -> str:
@@ -80,6 +85,10 @@ def _trial_reasons(stage: str, trial: TrialResult) -> list[Reason]:
         Outcome.BUILD_FAILED: "build_failed",
     }
     if trial.outcome is Outcome.OK:
+        return []
+    if stage == "oracle" and trial.outcome is Outcome.AGENT_TIMEOUT and trial.reward == 1.0:
+        return []  # Harbor verifies after a timeout and counts the reward; a note says it hung
+    if stage == "nop" and trial.outcome in _NOP_UNVERIFIED:
         return []
     detail = trial.detail
     if trial.outcome in (Outcome.NO_REWARD_FILE, Outcome.BAD_REWARD_FILE, Outcome.VERIFIER_TIMEOUT):
@@ -107,14 +116,15 @@ class Validator:
     def _validate(self, path: Path) -> ValidationReport:
         report = ValidationReport(task=str(path), valid=False)
         try:
-            task = load_task(path)
+            task = load_task(path, max_instruction_kb=self.cfg.max_instruction_kb)
         except TaskLoadError as exc:
             report.reasons.append(Reason(f"static.{exc.code}", str(exc)))
             return report
         report.name, report.notes = task.name, list(task.spec.notes)
-        report.reasons += check_task(task, self.cfg.max_context_mb)
+        report.reasons += check_task_with_config(task, self.cfg)
         if report.reasons:
             return report
+        report.notes += clamp_notes(self.cfg, task)
 
         build = self.runner.sandbox.build(task)
         report.timings["build"] = build.seconds
@@ -132,6 +142,7 @@ class Validator:
                 report.timings[f"{name}.{stage}"] = seconds
         report.oracle_reward, report.nop_reward = report.oracle.reward, report.nop.reward
         report.reasons += self._judge(report.oracle, report.nop)
+        report.notes += _warnings(report.oracle, report.nop)
         return report
 
     def _judge(self, oracle: TrialResult, nop: TrialResult) -> list[Reason]:
@@ -156,6 +167,18 @@ class Validator:
                 "the tests pass without any work",
             ))
         return reasons
+
+
+def _warnings(oracle: TrialResult, nop: TrialResult) -> list[str]:
+    """What passes admission but costs every solver attempt time."""
+    notes = []
+    if oracle.outcome is Outcome.AGENT_TIMEOUT:
+        notes.append(f"warning: solution/solve.sh ran into its timeout ({oracle.detail}); the tests passed anyway")
+    if nop.outcome in _NOP_UNVERIFIED:
+        notes.append(f"warning: with no work done the verifier gives no reward ({nop.outcome.value}: {nop.detail}); "
+                     "Harbor counts that as below 0.5, and so does aes, but every such solver attempt "
+                     "costs the verifier's full run")
+    return notes
 
 
 def validate_all(validator: Validator, paths: list[Path], concurrency: int,

@@ -29,6 +29,10 @@ def print_reports(reports: list[ValidationReport], console: Console | None = Non
                       _reward(r.oracle_reward), _reward(r.nop_reward), f"{r.seconds:.1f}",
                       reason[:300])
     console.print(table)
+    for r in reports:
+        for note in r.notes:
+            if note.startswith("warning") or "exceeds" in note:
+                console.print(f"[yellow]{r.name or r.task}: {note}[/]")
     valid = sum(r.valid for r in reports)
     console.print(f"{valid}/{len(reports)} valid")
 

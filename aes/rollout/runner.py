@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,18 +24,24 @@ from aes.agents import TerminalAgent, write_json_atomic
 from aes.config import AgentConfig
 from aes.models import ChatModel
 from aes.rollout.index import AttemptRecord, IndexRow, failure_signature, read_index, write_index
-from aes.sandbox import Outcome, TrialResult, TrialRunner
+from aes.errors import InfrastructureError
+from aes.sandbox import TrialResult, TrialRunner
+from aes.sandbox.trial import AGENT_BROKE, INFRASTRUCTURE
 from aes.tasks import Task
 
 log = logging.getLogger(__name__)
 
 VERIFIER_CHARS = 16000
-UNVERIFIABLE = frozenset({Outcome.VERIFIER_TIMEOUT, Outcome.NO_REWARD_FILE, Outcome.BAD_REWARD_FILE,
-                          Outcome.CONTAINER_DIED})
+UNVERIFIABLE = AGENT_BROKE
 """Outcomes after which the verifier could not confirm any work of the agent, which had the
 container until then: the attempt scores 0. Otherwise an agent could escape a low reward by
-breaking the verifier (a FIFO where the tests read, killing the container, ...). Engine losses
-never get here (the trial runs again) and build or sandbox errors stay without a reward."""
+breaking the verifier (a FIFO where the tests read, killing its container, writing past its
+storage, ...). Engine losses never get here (the trial runs again)."""
+DEFAULT_INFRA_LIMIT = 8
+
+
+class InfrastructureFailures(InfrastructureError):
+    """Too many attempts of one batch failed for reasons outside the task and the agent."""
 
 
 def env_id_of(task: Task) -> str:
@@ -63,19 +70,24 @@ class RolloutRunner:
     """Runs K attempts of a solver on each task with bounded concurrency."""
 
     def __init__(self, solver: ChatModel, agent_cfg: AgentConfig, trials: TrialRunner,
-                 out_dir: Path, concurrency: int, solver_name: str | None = None):
+                 out_dir: Path, concurrency: int, solver_name: str | None = None,
+                 infra_limit: int = DEFAULT_INFRA_LIMIT):
         self.solver = solver
         self.agent_cfg = agent_cfg
         self.trials = trials
         self.root = Path(out_dir) / "trajectories"
         self.concurrency = max(1, concurrency)
         self.solver_name = solver_name or solver.config.name
+        self.infra_limit = infra_limit
+        """Attempts of one batch that may fail for infrastructure reasons (``infra_failure_limit``)."""
+        self.infra_failures: Counter[str] = Counter()
+        """Cause -> count of attempts lost to the infrastructure, over this runner's life."""
         self._lock = threading.Lock()
 
     def variant(self, solver_name: str) -> "RolloutRunner":
         """The same solver and sandbox, recorded under another name (e.g. diagnostic runs)."""
         return RolloutRunner(self.solver, self.agent_cfg, self.trials, self.root.parent,
-                             self.concurrency, solver_name)
+                             self.concurrency, solver_name, self.infra_limit)
 
     def path(self, env_id: str, attempt: int) -> Path:
         return self.root / env_id / self.solver_name / f"{attempt}.json"
@@ -87,6 +99,7 @@ class RolloutRunner:
         images = self._build_all(envs)
         jobs = [(env, k) for env in envs.values() if env.env_id in images for k in range(attempts)]
         counts = {"done": 0, "running": 0, "failed": 0}
+        batch: Counter[str] = Counter()
         columns = (TextColumn(f"rollouts [{self.solver_name}]"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("running {task.fields[running]}  failed {task.fields[failed]}"),
                    TimeElapsedColumn())
@@ -103,9 +116,15 @@ class RolloutRunner:
                     with self._lock:
                         counts["running"] -= 1
                 with self._lock:
-                    env.records.append(record)
+                    if record.outcome in _INFRA_VALUES:
+                        batch[record.failure or record.outcome] += 1
+                        self.infra_failures[record.failure or record.outcome] += 1
+                    else:
+                        env.records.append(record)
                     counts["failed"] += record.reward is None
                     progress.update(bar, advance=1, running=counts["running"], failed=counts["failed"])
+                if sum(batch.values()) > self.infra_limit:
+                    raise InfrastructureFailures(_infra_message(batch, self.infra_limit))
 
             with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
                 for future in [pool.submit(attempt, env, k) for env, k in jobs]:
@@ -136,6 +155,14 @@ class RolloutRunner:
         agent = TerminalAgent(self.solver, self.agent_cfg, name=self.solver_name, hints=hints)
         result = self.trials.run(env.task, agent, image)
         trajectory = attach_result(result, env.env_id, self.solver_name, k)
+        if result.outcome in INFRASTRUCTURE:
+            # kept for the record, under a name a resumed run does not reuse: the attempt runs again
+            aside = path.parent / "infra" / path.name
+            trajectory["extra"]["failure"] = f"{result.outcome.value}: {result.detail.splitlines()[0][:160] if result.detail else ''}"
+            write_json_atomic(aside, trajectory)
+            log.error("%s attempt %d lost to the infrastructure (%s): %s", env.env_id, k, result.outcome.value,
+                      result.detail[:300])
+            return record_from_trajectory(trajectory, aside)
         write_json_atomic(path, trajectory)
         return record_from_trajectory(trajectory, path)
 
@@ -148,6 +175,17 @@ class RolloutRunner:
                 if env.records:
                     rows[(env.env_id, self.solver_name)] = env.row(self.solver_name).to_dict()
             write_index(index, [IndexRow(**r) for r in rows.values()])
+
+
+_INFRA_VALUES = frozenset(o.value for o in INFRASTRUCTURE)
+
+
+def _infra_message(causes: Counter, limit: int) -> str:
+    listed = "; ".join(f"{n} x {cause}" for cause, n in causes.most_common(5))
+    return (f"{sum(causes.values())} solver attempts failed for reasons outside the task and the agent "
+            f"(more than infra_failure_limit={limit}): {listed}. These attempts were not scored. Fix the cause "
+            "(start the model server, check the Docker engine) and rerun the same command: finished attempts "
+            "are kept.")
 
 
 def attach_result(result: TrialResult, env_id: str, solver: str, attempt: int) -> dict:

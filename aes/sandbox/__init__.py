@@ -2,22 +2,27 @@
 
 What it isolates
   * Each trial runs in a fresh container from the task's image, removed (SIGKILL,
-    no grace period) when the trial ends, whatever happened in it.
-  * CPU (``nano_cpus``), memory (no swap beyond it), and the number of processes
-    (``pids_limit``) are capped per container, so a fork bomb or a memory hog only
-    kills its own trial.
+    no grace period) when the trial ends, whatever happened in it; a container aes could not
+    remove (aes killed) stops by itself after its longest possible trial.
+  * CPU (``nano_cpus``), memory (no swap beyond it), the number of processes (``pids_limit``)
+    and the disk it writes (``storage_mb``, a watchdog: :mod:`aes.sandbox.storage`) are capped
+    per container, so a fork bomb, a memory hog or a disk filler only ends its own trial.
+    Every declared limit is bounded by ``sandbox.max_*`` (:mod:`aes.sandbox.limits`).
   * ``network_mode = "no-network"`` (and ``allowlist``, which aes cannot enforce
-    host by host) runs the container with no network interface but loopback.
+    host by host) runs the container with no network interface but loopback. With network,
+    builds, trials and proposer sandboxes use aes's own bridge, from which the host's own
+    services cannot be reached (:mod:`aes.sandbox.network`).
   * Commands run with a host-side deadline; the output kept per command is capped
     (head and tail), so a flood of output cannot exhaust the aes process.
   * ``solution/`` and ``tests/`` are not in the image: the solution is uploaded
-    only for the oracle, the tests only after the agent phase has ended.
+    only for the oracle, the tests only to the verifier.
+  * The verifier does not trust the agent's container (``sandbox.trusted_verifier``, the
+    default): the agent's processes are frozen and ``tests/test.sh`` runs in a fresh container
+    of the pristine image that receives the agent's file changes minus the verifier's runtime
+    and configuration (:mod:`aes.sandbox.verifier` states the guarantee,
+    :mod:`aes.sandbox.seal` the denylist, :mod:`aes.sandbox.carry` how changes are read).
   * Everything aes creates is labelled with its owner process; containers of a
     crashed aes process on this host are removed when the next one starts.
-  * The verifier does not trust the container: with ``sandbox.trusted_verifier`` (the
-    default) the agent's processes are killed first and the tests run with a read-only
-    toolchain mounted from the host (:mod:`aes.sandbox.verifier_toolchain`, which states
-    the guarantee and its limits).
   * A restart of the Docker engine mid-run costs the trials in flight their containers,
     not their results: they wait for the engine and run again; a nearly full Docker disk
     stops the run with a message instead of failing trials (:mod:`aes.sandbox.engine`).
@@ -26,9 +31,10 @@ What it does not isolate
   * Tests that import or run the agent's own code run that code in the verifier.
   * Containers share the host kernel (Docker's default seccomp and capabilities);
     this is not a VM boundary.
-  * ``storage_mb`` is not enforced (overlay2 on ext4 has no per-container quota);
-    disk use is bounded only by the host's free space.
-  * Image builds have network access and run with the builder's defaults.
+  * The storage watchdog measures every ``sandbox.storage_poll_sec``: what is written between
+    two measurements can pass the limit (``sandbox.min_free_disk_gib`` still guards the disk).
+  * Image builds have network access (to package registries; not to the host) and run with
+    the builder's defaults.
 """
 
 from aes.sandbox.container import Container, ExecResult

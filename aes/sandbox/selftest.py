@@ -75,7 +75,7 @@ class Attack:
 def _py(path_expr: str) -> str:
     """Shell that writes the reward-forging Python code to every path ``path_expr`` prints."""
     return (f"for f in $({path_expr}); do mkdir -p \"$(dirname \"$f\")\"; "
-            f"printf '%s' {WRITE_REWARD_PY!r} > \"$f\"; done\n")
+            f"printf '%b' {WRITE_REWARD_PY!r} > \"$f\"; done\n")
 
 
 _SITE_DIRS = "python3 -c 'import site, sys; print(\" \".join(site.getsitepackages() + [p for p in sys.path if p]))'"

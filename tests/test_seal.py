@@ -1,0 +1,187 @@
+"""The sealed verifier's denylist and the host-side reader of a container's writable layer
+(no Docker needed: the layer is laid out by hand, as overlay2 stores it)."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from aes.sandbox import limits
+from aes.sandbox.carry import CarryError, SafeTree, carry_from_host
+from aes.sandbox.seal import SealPolicy
+from aes.sandbox.trial import AGENT_BROKE, INFRASTRUCTURE, Outcome
+from aes.sandbox.verifier import cleared_env
+from aes.tasks.config import TaskSpec
+
+POLICY = SealPolicy({"PATH": "/app/.venv/bin:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": "/app/.venv",
+                     "UV_CACHE_DIR": "/opt/uv-cache"}, workdir="/app")
+
+
+@pytest.mark.parametrize("path, is_dir", [
+    ("/app/answer.txt", False), ("/app/src/solver.py", False), ("/data", True), ("/srv/www/index.html", False),
+    ("/tmp/work/out.csv", False), ("/etc/nginx/nginx.conf", False), ("/etc/passwd", False),
+    ("/home/u/project/main.c", False), ("/root/notes.txt", False), ("/app/test/__init__.py", False),
+    ("/opt/tool/data.bin", False), ("/var/lib/postgresql/data/base", True),
+])
+def test_data_is_carried(path, is_dir):
+    assert POLICY.deny_reason(path, is_dir=is_dir) is None
+
+
+@pytest.mark.parametrize("path, is_dir, why", [
+    ("/usr/bin/python3", False, "runtime"),
+    ("/usr/local/lib/python3.12/site-packages/pytest/__init__.py", False, "runtime"),
+    ("/bin/bash", False, "runtime"),
+    ("/lib64/ld-linux-x86-64.so.2", False, "runtime"),
+    ("/app/.venv/bin/pytest", False, "PATH"),
+    ("/app/.venv/lib/python3.12/site-packages/x.py", False, "toolchain directory"),
+    ("/opt/uv-cache/archive-v0/abc/pytest/__init__.py", False, "toolchain directory"),
+    ("/opt/env/lib/python3.11/site-packages/evil.pth", False, "standard library"),
+    ("/srv/venv/pyvenv.cfg", False, "interpreter start"),
+    ("/tmp/sitecustomize.py", False, "interpreter start"),
+    ("/app/lib/node_modules/jest/index.js", False, "installed code"),
+    ("/etc/ld.so.preload", False, "configures"),
+    ("/etc/alternatives/awk", False, "configures"),
+    ("/etc/python3.11/sitecustomize.py", False, "configures"),
+    ("/etc/apt/sources.list.d/evil.list", False, "configures"),
+    ("/etc/pip.conf", False, "configures"),
+    ("/var/lib/dpkg/status", False, "package-manager"),
+    ("/root/.cache/uv/x", False, "home"),
+    ("/home/u/.config/pip/pip.conf", False, "home"),
+    ("/pyproject.toml", False, "top-level"),
+    ("/conftest.py", False, "top-level"),
+    ("/.git", True, "dot-entries"),
+    ("/node_modules", True, "/node_modules"),
+    ("/tests/test.sh", False, "verifier"),
+    ("/logs/verifier/reward.txt", False, "verifier"),
+    ("/app/json.py", False, "shadow"),
+    ("/app/pytest.py", False, "shadow"),
+    ("/app/pluggy/__init__.py", False, "shadow"),
+])
+def test_what_the_verifier_runs_is_not_carried(path, is_dir, why):
+    reason = POLICY.deny_reason(path, is_dir=is_dir)
+    assert reason is not None and why.lower() in reason.lower(), reason
+
+
+def test_modules_the_image_can_import_are_not_shadowed():
+    policy = SealPolicy({}, shadow=frozenset({"numpy_extra_tool"}))
+    assert policy.deny_reason("/app/numpy_extra_tool.py", is_dir=False)
+    assert policy.deny_reason("/app/my_solution.py", is_dir=False) is None
+
+
+def test_deletions_never_remove_the_runtime_or_users():
+    for path in ("/usr/bin/python3", "/etc/passwd", "/etc", "/app", "/home/u", "/"):
+        assert POLICY.deny_deletion(path), path  # /app holds the image's venv here
+    assert POLICY.deny_deletion("/app/input.csv") is None
+    assert POLICY.deny_deletion("/srv/old") is None
+
+
+def test_image_start_up_hooks_are_cleared():
+    env = {"PATH": "/usr/bin", "LD_PRELOAD": "/app/x.so", "LD_LIBRARY_PATH": "/app", "BASH_ENV": "/app/e.sh",
+           "PYTHONPATH": "/app", "PYTHONSTARTUP": "/app/s.py", "NODE_OPTIONS": "--require /app/x.js", "LANG": "C"}
+    assert cleared_env(env) == {k: "" for k in ("LD_PRELOAD", "LD_LIBRARY_PATH", "BASH_ENV", "PYTHONPATH",
+                                                "PYTHONSTARTUP", "NODE_OPTIONS")}
+
+
+def test_outcomes_are_partitioned():
+    rewarded = {Outcome.OK, Outcome.AGENT_TIMEOUT}
+    assert not AGENT_BROKE & INFRASTRUCTURE and not (AGENT_BROKE | INFRASTRUCTURE) & rewarded
+    assert set(Outcome) == rewarded | AGENT_BROKE | INFRASTRUCTURE | {Outcome.BUILD_FAILED}
+
+
+class _Task:
+    def __init__(self, **spec):
+        self.spec = TaskSpec(**spec)
+
+
+def test_declared_limits_are_bounded(cfg):
+    task = _Task(build_timeout_sec=1e300, agent_timeout_sec=1e9, verifier_timeout_sec=5.0, storage_mb=10**9)
+    assert limits.build_timeout(cfg.sandbox, task) == cfg.sandbox.max_build_timeout_sec
+    assert limits.agent_timeout(cfg.sandbox, task) == cfg.sandbox.max_agent_timeout_sec
+    assert limits.verifier_timeout(cfg.sandbox, task) == 5.0
+    assert limits.storage_mb(cfg.sandbox, task) == cfg.sandbox.max_storage_mb
+    notes = limits.clamp_notes(cfg.sandbox, task)
+    assert len(notes) == 3 and "sandbox.max_build_timeout_sec" in notes[0]
+
+
+# -- the host-side reader ---------------------------------------------------------------------------
+def test_safe_tree_never_leaves_its_root(tmp_path):
+    root = tmp_path / "merged"
+    (root / "app").mkdir(parents=True)
+    (tmp_path / "outside.txt").write_text("host secret")
+    os.symlink("../../outside.txt", root / "app" / "up")
+    os.symlink(str(tmp_path / "outside.txt"), root / "app" / "abs")
+    os.symlink("/app/loop", root / "app" / "loop")
+    (root / "app" / "real.txt").write_text("data")
+    os.symlink("real.txt", root / "app" / "rel")
+    tree = SafeTree(str(root))
+    assert tree.resolve("/app/up") is None  # clamped at the root: /outside.txt does not exist there
+    assert tree.resolve("/app/abs") is None
+    assert tree.resolve("/app/loop") is None
+    assert tree.resolve("/app/rel") == "/app/real.txt"
+    assert tree.open_regular("/app/rel") is None  # never follows a link when opening
+    handle, _ = tree.open_regular("/app/real.txt")
+    assert handle.read() == b"data"
+
+
+def _layer(tmp_path):
+    upper, merged = tmp_path / "upper", tmp_path / "merged"
+    for base in (upper, merged):
+        (base / "app").mkdir(parents=True)
+        (base / "usr" / "bin").mkdir(parents=True)
+    for base in (upper, merged):
+        (base / "app" / "answer.txt").write_text("42\n")
+        (base / "usr" / "bin" / "python3").write_text("#!/bin/sh\necho forged\n")
+        os.symlink("/tests/expected.txt", base / "app" / "to_tests")
+        os.symlink("answer.txt", base / "app" / "alias")
+        os.mkfifo(base / "app" / "pipe")
+        (base / "app" / "setuid").write_text("x")
+        os.chmod(base / "app" / "setuid", 0o4755)
+    return upper, merged
+
+
+def test_layer_carries_data_and_copies_links(tmp_path):
+    import tarfile
+
+    upper, merged = _layer(tmp_path)
+    carry = carry_from_host(str(upper), str(merged), SealPolicy({}), lambda p: False, 1000, 1 << 20)
+    with tarfile.open(fileobj=carry.archive) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        assert tar.extractfile(members["app/alias"]).read() == b"42\n"  # a copy, not a link
+        assert all(m.isfile() or m.isdir() for m in members.values())
+        assert not members["app/setuid"].mode & 0o6000
+    assert "usr/bin/python3" not in members and "app/to_tests" not in members and "app/pipe" not in members
+    assert carry.skipped and carry.files == 3
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="whiteouts are character devices: mknod needs root")
+def test_layer_deletions_are_carried_within_the_policy(tmp_path):
+    upper, merged = _layer(tmp_path)
+    (upper / "etc").mkdir()
+    for name in ("app/old.csv", "etc/passwd"):
+        os.mknod(upper / name, stat.S_IFCHR | 0o000, os.makedev(0, 0))
+    carry = carry_from_host(str(upper), str(merged), SealPolicy({}), lambda p: False, 1000, 1 << 20)
+    assert carry.deletions == ["/app/old.csv"]
+
+
+def test_layer_limits_end_the_carry(tmp_path):
+    upper, merged = _layer(tmp_path)
+    with pytest.raises(CarryError, match="max_carry_entries"):
+        carry_from_host(str(upper), str(merged), SealPolicy({}), lambda p: False, 2, 1 << 20)
+    with pytest.raises(CarryError, match="storage"):
+        carry_from_host(str(upper), str(merged), SealPolicy({}), lambda p: False, 1000, 4)
+
+
+def test_the_images_own_tools_in_bin_dirs_are_not_carried(tmp_path):
+    upper, merged = tmp_path / "upper", tmp_path / "merged"
+    for base in (upper, merged):
+        (base / "opt" / "venv" / "bin").mkdir(parents=True)
+        (base / "opt" / "venv" / "bin" / "python").write_text("forged")
+        (base / "opt" / "venv" / "bin" / "mytool").write_text("new")
+    carry = carry_from_host(str(upper), str(merged), SealPolicy({}), lambda p: p.endswith("/python"), 1000, 1 << 20)
+    import tarfile
+
+    with tarfile.open(fileobj=carry.archive) as tar:
+        names = tar.getnames()
+    assert "opt/venv/bin/mytool" in names and "opt/venv/bin/python" not in names
