@@ -1,5 +1,7 @@
-"""Reliability figures: attacks tried/held, kills injected/recovered, leaked containers,
-peak memory of the aes process under load.
+"""Reliability figures, in one run: attacks held, agent-broken attempts scored 0, infrastructure
+failures never scored, peak aes memory with a 1 GiB tests/ file, storage overrun stopped, host
+services reachable from a build or trial (must be none), kill -9 recoveries, a 32-trial load and
+leaked containers.
 
     python benchmarks/reliability.py [--kills 10] [--trials 32] [--restart-engine]
 
@@ -12,12 +14,15 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,10 +32,13 @@ sys.path.insert(0, str(REPO))
 
 from aes.config import compose_config  # noqa: E402
 from aes.pool import PoolStore  # noqa: E402
-from aes.sandbox import OracleAgent, TrialRunner  # noqa: E402
+from aes.rollout.runner import attach_result  # noqa: E402
+from aes.sandbox import OracleAgent, Outcome, TrialRunner  # noqa: E402
 from aes.sandbox.docker_client import _owner_alive  # noqa: E402
 from aes.sandbox.faults import restart_drill  # noqa: E402
-from aes.sandbox.selftest import attack_task, run_attacks  # noqa: E402
+from aes.sandbox.network import host_isolated  # noqa: E402
+from aes.sandbox.selftest import ATTACKS, attack_task, held, task_for  # noqa: E402
+from aes.sandbox.trial import AGENT_BROKE, INFRASTRUCTURE  # noqa: E402
 from aes.tasks import load_task  # noqa: E402
 
 WRITER = textwrap.dedent("""
@@ -45,6 +53,15 @@ WRITER = textwrap.dedent("""
             pool.set_status(env.env_id, nxt)
         if env.status == "admitted":
             print(env.env_id, flush=True)
+""")
+MEMORY_PROBE = textwrap.dedent("""
+    import resource, sys
+    sys.path.insert(0, {repo!r})
+    from aes.admission import Validator
+    from aes.config import compose_config
+    report = Validator(compose_config([]).sandbox).validate({task!r})
+    print(report.valid, [r.code for r in report.reasons])
+    print("PEAK", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """)
 
 
@@ -76,6 +93,114 @@ def load(runner: TrialRunner, n: int, tmp: Path) -> tuple[int, float]:
     return sum(r == 1.0 for r in rewards), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def scored(result) -> float | None:
+    """The reward a solver attempt with this trial result gets in the rollout record."""
+    return attach_result(result, "bench", "bench", 0)["extra"]["reward"]
+
+
+def agent_broken(runner: TrialRunner, tmp: Path) -> list[tuple[str, str, float | None]]:
+    """Attempts that break their own sandbox or verifier, and the score each gets."""
+    cases = {
+        "killed its container": ("kill -9 1; sleep 5\n", ""),
+        "filled its disk past storage_mb": (
+            "for i in $(seq 40); do head -c 10000000 /dev/zero > /app/b$i; sleep 0.1; done\n",
+            '[environment]\nstorage_mb = 64\nnetwork_mode = "no-network"\n'),
+        "left a FIFO where the tests read": ("rm -f /app/answer.txt; mkfifo /app/answer.txt\n",
+                                             '[verifier]\ntimeout_sec = 5\n'),
+    }
+    out = []
+    for name, (solve, toml) in cases.items():
+        path = attack_task(tmp / "broken", name.replace(" ", "-"), solve)
+        if toml:
+            (path / "task.toml").write_text(f'[task]\nname = "bench/broken"\n{toml}')
+        result = runner.run(load_task(path), OracleAgent())
+        out.append((name, result.outcome.value, scored(result)))
+    return out
+
+
+def infrastructure(runner: TrialRunner, tmp: Path) -> list[tuple[str, str, float | None]]:
+    """Attempts lost to the infrastructure, and the score each gets (None: never scored)."""
+    from aes.config import AgentConfig, ModelConfig
+    from aes.models import build_model
+    from aes.agents import TerminalAgent
+
+    port = _closed_port()
+    model = build_model(ModelConfig(name="dead", backend="openai_compatible", model="m", max_retries=0,
+                                    base_url=f"http://127.0.0.1:{port}/v1", timeout_sec=5))
+    task = load_task(attack_task(tmp / "infra", "infra", "echo 42 > /app/answer.txt\n"))
+    out = []
+    result = runner.run(task, TerminalAgent(model, AgentConfig(max_turns=2)))
+    out.append(("model server unreachable", result.outcome.value, scored(result)))
+    result = runner.run(task, OracleAgent(), "aes-env:no-such-image-left-in-the-cache")
+    out.append(("image gone from the engine", result.outcome.value, scored(result)))
+    return out
+
+
+def _closed_port() -> int:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+def memory_with_huge_tests(tmp: Path) -> tuple[float, str]:
+    """Peak RSS (MiB) of a fresh aes process validating a task with a 1 GiB sparse tests/ file."""
+    path = attack_task(tmp / "huge", "huge", "echo 42 > /app/answer.txt\n")
+    with open(path / "tests" / "blob.bin", "wb") as fh:
+        fh.truncate(1 << 30)
+    proc = subprocess.run([sys.executable, "-c", MEMORY_PROBE.format(repo=str(REPO), task=str(path))],
+                          capture_output=True, text=True)
+    lines = proc.stdout.strip().splitlines()
+    peak = next((int(line.split()[1]) for line in lines if line.startswith("PEAK")), 0)
+    return peak / 1024, (lines[0] if lines else proc.stderr[-300:])
+
+
+def storage_overrun(runner: TrialRunner, tmp: Path) -> bool:
+    path = attack_task(tmp / "disk", "disk", "head -c 2000000000 /dev/zero > /app/blob; echo 42 > /app/answer.txt\n")
+    (path / "task.toml").write_text('[task]\nname = "bench/disk"\n[environment]\nstorage_mb = 100\n'
+                                    'network_mode = "no-network"\n')
+    result = runner.run(load_task(path), OracleAgent())
+    return result.outcome is Outcome.STORAGE_EXCEEDED and scored(result) == 0.0
+
+
+def host_reachability(runner: TrialRunner, tmp: Path) -> tuple[int, int]:
+    """(host address:port pairs reachable, probed) from a public trial and from a build."""
+    server = socket.socket()
+    server.bind(("0.0.0.0", 0))
+    server.listen(16)
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def serve():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                server.accept()[0].close()
+            except OSError:
+                pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    net = runner.sandbox.client.networks.get(runner.sandbox.network).attrs
+    addresses = {c["Gateway"] for c in net["IPAM"]["Config"] if c.get("Gateway")}
+    lines = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True).stdout
+    addresses |= {line.split()[3].split("/")[0] for line in lines.splitlines() if " lo " not in line}
+    targets = ", ".join(f"('{a}', {port})" for a in sorted(addresses))
+    probe = (f"python3 -c \"import socket; print('REACHED', len([t for t in [{targets}] "
+             "if not socket.socket().connect_ex(t)]))\"")
+    path = attack_task(tmp / "net", "net", probe + "\n")
+    (path / "task.toml").write_text('[task]\nname = "bench/net"\n[environment]\nnetwork_mode = "public"\n')
+    trial = runner.run(load_task(path), OracleAgent())
+    found = re.search(r"REACHED (\d+)", trial.agent_output)
+    reached = int(found.group(1)) if found else len(addresses)
+    (path / "environment" / "Dockerfile").write_text(
+        f"FROM python:3.12-slim\nRUN {probe} | tee /reach.txt && grep -qx 'REACHED 0' /reach.txt\n")
+    build = runner.sandbox.build(load_task(path))
+    stop.set()
+    server.close()
+    return reached + (0 if build.image else len(addresses)), 2 * len(addresses)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=10)
@@ -84,17 +209,41 @@ def main() -> None:
     args = parser.parse_args()
     cfg = compose_config([])
     runner = TrialRunner(cfg.sandbox)
-    with tempfile.TemporaryDirectory(prefix="aes-reliability-") as tmp:
-        attacks = run_attacks(runner)
-        injected, recovered = kills(args.kills, Path(tmp))
-        finished, peak = load(runner, args.trials, Path(tmp))
-        restarted = restart_drill(runner, Path(tmp) / "restart") if args.restart_engine else []
+    with tempfile.TemporaryDirectory(prefix="aes-reliability-") as tmp_name:
+        tmp = Path(tmp_name)
+        with ThreadPoolExecutor(3) as pool:
+            attacks = list(pool.map(lambda a: (a, runner.run(load_task(task_for(tmp / "attacks", a)), OracleAgent())),
+                                    ATTACKS.values()))
+        broken = agent_broken(runner, tmp)
+        infra = infrastructure(runner, tmp)
+        peak_huge, huge_verdict = memory_with_huge_tests(tmp)
+        stopped = storage_overrun(runner, tmp)
+        reached, probed = host_reachability(runner, tmp)
+        injected, recovered = kills(args.kills, tmp)
+        finished, peak = load(runner, args.trials, tmp)
+        restarted = restart_drill(runner, tmp / "restart") if args.restart_engine else []
     leaked = [c for c in runner.sandbox.client.api.containers(all=True, filters={"label": "aes.managed=true"})
               if c["Labels"].get("aes.pid") == str(os.getpid()) or not _owner_alive(c["Labels"])]
+    held_n = sum(held(r) for _, r in attacks)
+    broken_attacks = [(a.name, r.outcome.value, scored(r)) for a, r in attacks if r.outcome in AGENT_BROKE]
+    broken_all = broken + broken_attacks
     print("\nreliability")
-    print(f"  attacks on the verifier: {sum(a.held for a in attacks)}/{len(attacks)} held")
-    for a in attacks:
-        print(f"    {'held  ' if a.held else 'BROKEN'} {a.attack:<28} reward={a.reward} ({a.outcome})")
+    print(f"  attacks on the verifier: {held_n}/{len(attacks)} held")
+    for a, r in attacks:
+        print(f"    {'held  ' if held(r) else 'BROKEN'} {a.weakness:<15} {a.name:<34} reward={r.reward} ({r.outcome.value})")
+    zero = sum(s == 0.0 for _, _, s in broken_all)
+    print(f"  agent-broken attempts scored 0: {zero}/{len(broken_all)}")
+    for name, outcome, score in broken_all:
+        print(f"    {name:<40} {outcome:<18} scored {score}")
+    never = sum(s is None and o in {x.value for x in INFRASTRUCTURE} for _, o, s in infra)
+    print(f"  infrastructure failures never scored: {never}/{len(infra)}")
+    for name, outcome, score in infra:
+        print(f"    {name:<40} {outcome:<18} scored {score}")
+    print(f"  peak aes memory validating a task with a 1 GiB tests/ file: {peak_huge:.0f} MiB "
+          f"(target < 300; verdict {huge_verdict})")
+    print(f"  storage overrun stopped: {'yes' if stopped else 'NO'}")
+    print(f"  host services reachable from a build or trial: {reached} of {probed} probes "
+          f"(must be 0; host firewall {'on' if host_isolated(cfg.sandbox) else 'OFF'})")
     print(f"  kill -9 of a pool writer: {injected} injected, {recovered} recovered with nothing lost or duplicated")
     print(f"  {args.trials} concurrent trials: {finished} finished with the right reward")
     print(f"  peak memory of the aes process: {peak:.0f} MiB")

@@ -19,7 +19,9 @@ For each task (a task dir, or every task dir under DIR; default: the terminal se
   as in tests/test_harbor_compat.py (neither the public base image nor Harbor's
   egress-control probe image can be pulled here). Harbor is installed (or reused) with
   launchers/install_harbor.sh;
-* the ratio aes warm / Harbor (target: <= 0.10);
+* the ratio aes warm / Harbor (target: <= 0.2, median over tasks);
+* aes's own overhead per trial: the trial's wall time (start, agent phase, verification,
+  teardown) minus the time spent in solve.sh and in tests/test.sh (target: < 1 s);
 * the floor: a bare Docker trial through the docker SDK (start aes-base with
   ``sleep infinity``, two execs, read a file with get_archive, remove with force), median.
 
@@ -53,8 +55,10 @@ from aes.tasks import find_tasks, load_task
 
 SEEDS = REPO / "aes" / "domains" / "terminal" / "seeds"
 INSTALLER = REPO / "launchers" / "install_harbor.sh"
-TARGET_RATIO = 0.10
-TRIAL_STAGES = (("start", "start"), ("solve", "agent"), ("verify", "verify"), ("teardown", "teardown"))
+TARGET_RATIO = 0.2
+TARGET_OVERHEAD = 1.0
+TRIAL_STAGES = (("start", "start"), ("solve", "agent"), ("verify", "verify"), ("tests", "tests"),
+                ("teardown", "teardown"))
 
 
 def median(values: list[float]) -> float | None:
@@ -125,7 +129,16 @@ def bench_aes(validator: Validator, builds: BuildLog, client, path: Path, repeat
         for label, key in TRIAL_STAGES:
             figures["cold"][f"{trial}.{label}"] = cold.timings.get(f"{trial}.{key}")
             figures["warm"][f"{trial}.{label}"] = median([r.timings.get(f"{trial}.{key}") for r in warm])
+        figures["warm"][f"{trial}.overhead"] = median([overhead(r.timings, trial) for r in warm])
     return figures
+
+
+def overhead(timings: dict[str, float], trial: str) -> float | None:
+    """A trial's wall time minus what solve.sh and test.sh themselves took."""
+    parts = [timings.get(f"{trial}.{k}") for k in ("start", "agent", "verify", "teardown")]
+    if any(p is None for p in parts):
+        return None
+    return sum(parts) - (timings.get(f"{trial}.agent") or 0.0) - (timings.get(f"{trial}.tests") or 0.0)
 
 
 # -- Harbor ----------------------------------------------------------------------------------
@@ -156,10 +169,9 @@ def harbor_trial(env: dict[str, str], task: Path, agent: str, jobs: Path) -> tup
     if len(results) != 1:
         raise SystemExit(f"harbor run -a {agent} on {task}: expected one trial, found {results}")
     data = json.loads(results[0].read_text())
-    if data.get("exception_info"):
+    if data.get("exception_info"):  # e.g. a do-nothing run whose verifier times out: no reward
         info = data["exception_info"]
-        raise SystemExit(f"Harbor's {agent} trial on {task} failed: "
-                         f"{info.get('exception_type')}: {info.get('exception_message')}")
+        print(f"   (Harbor's {agent} trial on {task.name}: {info.get('exception_type')}, no reward)")
     return seconds, ((data.get("verifier_result") or {}).get("rewards") or {}).get("reward")
 
 
@@ -216,6 +228,8 @@ def print_task(path: Path, aes: dict, harbor: dict | None, repeat: int, harbor_r
         for label, _ in TRIAL_STAGES:
             key = f"{trial}.{label}"
             print(f"   {key:<24}{fmt(aes['cold'][key])}{fmt(aes['warm'][key])}")
+        print(f"   {trial + ' aes overhead':<24}{'':>8}{fmt(aes['warm'][trial + '.overhead'])}   "
+              f"(trial minus solve.sh and test.sh; target < {TARGET_OVERHEAD:g} s)")
     print(f"   {'total (validate wall)':<24}{fmt(aes['cold']['total'])}{fmt(aes['warm']['total'])}")
     if harbor:
         print(f"   {'Harbor (s)':<24}{'':>8}{'warm':>8}   (median of {harbor_repeat}; "
@@ -270,13 +284,17 @@ def main() -> None:
 
     warm = [r["aes"]["warm"]["total"] for r in results]
     cold = [r["aes"]["cold"]["total"] for r in results]
+    over = [r["aes"]["warm"][f"{t}.overhead"] for r in results for t in ("oracle", "nop")
+            if r["aes"]["warm"].get(f"{t}.overhead") is not None]
     line = (f"SUMMARY {len(results)} task(s): aes validate median warm {statistics.median(warm):.2f} s, "
-            f"cold {statistics.median(cold):.2f} s; ")
+            f"cold {statistics.median(cold):.2f} s; aes overhead per trial median {statistics.median(over):.2f} s, "
+            f"max {max(over):.2f} s (target < {TARGET_OVERHEAD:g}: "
+            f"{'met' if max(over) < TARGET_OVERHEAD else 'MISSED'}); ")
     if env:
         harbor = [r["harbor"]["sum"] for r in results]
-        ratio = sum(warm) / sum(harbor)
+        ratio = statistics.median(w / h for w, h in zip(warm, harbor))
         line += (f"Harbor oracle+nop median {statistics.median(harbor):.2f} s; "
-                 f"ratio aes warm / Harbor {ratio:.3f} (target <= {TARGET_RATIO:.2f}: "
+                 f"median ratio aes warm / Harbor {ratio:.3f} (target <= {TARGET_RATIO:.2f}: "
                  f"{'met' if ratio <= TARGET_RATIO else 'MISSED'}); ")
     line += (f"floor {floor:.3f} s per bare trial (aes warm = {statistics.median(warm) / floor:.1f}x; "
              f"it runs two trials side by side); load average {os.getloadavg()[0]:.1f}")

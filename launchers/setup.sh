@@ -50,8 +50,8 @@ if ! engine_up; then
 fi
 say "Docker engine: $(.venv/bin/python -c 'import docker; print(docker.from_env().version()["Version"])')"
 
-# -- 3. base image and the verifier toolchain ---------------------------------------------
-for tool in debootstrap patchelf; do
+# -- 3. base image and the isolated network ----------------------------------------------
+for tool in debootstrap iptables; do
   if ! command -v "$tool" >/dev/null; then
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$tool" >/dev/null 2>&1 \
       || say "could not install $tool; install it yourself"

@@ -52,7 +52,9 @@ cd /tests
   || echo 0 > /logs/verifier/reward.txt
 """
 TEST_PY = "from pathlib import Path\n\n\ndef test_answer():\n    assert Path('/app/answer.txt').read_text().strip() == '42'\n"
-DOCKERFILE = "FROM python:3.12-slim\nWORKDIR /app\n"
+DOCKERFILE = ("FROM python:3.12-slim\n"
+              "RUN python3 -c 'import pytest' 2>/dev/null || pip install --no-cache-dir pytest==8.3.3\n"
+              "WORKDIR /app\n")
 HOOK = ("cat > /app/hook.sh <<'EOF'\n#!/bin/sh\nfor i in $(seq 600); do mkdir -p /logs/verifier; "
         "echo 1 > /logs/verifier/reward.txt; echo 1 > /logs/verifier/reward.json 2>/dev/null; sleep 0.05; done\n"
         "EOF\nchmod +x /app/hook.sh\n")

@@ -118,10 +118,9 @@ class OracleAgent:
     name = "oracle"
 
     def run(self, task: Task, container: Container, timeout: float) -> AgentRun:
-        container.upload_dir(task.solution_dir, "/solution")
+        container.upload_dir(task.solution_dir, "/solution", executable=("solve.sh",))
         env = {"DEBIAN_FRONTEND": "noninteractive", **task.spec.solution_env}
-        result = container.exec("chmod +x /solution/solve.sh && /solution/solve.sh", timeout, env=env,
-                                user=task.spec.agent_user)
+        result = container.exec(["bash", "-c", "/solution/solve.sh"], timeout, env=env, user=task.spec.agent_user)
         return _agent_run(result)
 
 
@@ -188,7 +187,7 @@ class TrialRunner:
     def __init__(self, cfg: SandboxConfig, sandbox: DockerSandbox | None = None):
         self.cfg = cfg
         self.sandbox = sandbox or DockerSandbox(cfg)
-        self.verifier = SealedVerifier(self.sandbox)
+        self.verifier = SealedVerifier(self.sandbox, cfg)
 
     def run(self, task: Task, agent: TrialAgent, image: str | None = None) -> TrialResult:
         """Build (unless ``image`` is given), start, run the agent, verify, tear down.
@@ -260,7 +259,7 @@ class TrialRunner:
             if pristine is not None:
                 pristine.discard(self.sandbox)
             timings["teardown"] = time.monotonic() - clock
-            result.timings = timings
+            result.timings = {**result.timings, **timings}
         return result
 
     def _agent_phase(self, container: Container, task: Task, agent: TrialAgent, result: TrialResult,
@@ -324,6 +323,7 @@ class TrialRunner:
                    user: str | None, workdir: str | None, env: dict[str, str]) -> None:
         timeout = limits.verifier_timeout(self.cfg, task)
         run = container.exec(command, timeout, env=env, user=user, workdir=workdir)
+        result.timings["tests"] = run.seconds
         result.verifier_exit_code, result.verifier_output = run.exit_code, run.output
         if run.timed_out:
             result.outcome = Outcome.VERIFIER_TIMEOUT

@@ -33,6 +33,7 @@ import threading
 from dataclasses import dataclass
 
 from aes.errors import InfrastructureError
+from aes.sandbox import limits
 from aes.sandbox.carry import Carry, apply_carry, carry_from_api, carry_from_host, host_layer
 from aes.sandbox.container import Container, tar_entries
 from aes.sandbox.seal import SealPolicy
@@ -90,9 +91,9 @@ def cleared_env(image_env: dict[str, str]) -> dict[str, str]:
 class SealedVerifier:
     """Prepares pristine verifier containers and verifies an agent's work in them."""
 
-    def __init__(self, sandbox):
+    def __init__(self, sandbox, cfg=None):
         self.sandbox = sandbox
-        self.cfg = sandbox.cfg
+        self.cfg = cfg or sandbox.cfg
         self._facts: dict[str, ImageFacts] = {}
         self._users: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
@@ -153,7 +154,7 @@ class SealedVerifier:
         facts = self.facts(image)
         policy = SealPolicy(facts.env, shadow=self._modules(image, pristine),
                             workdir=task.spec.workdir or facts.workdir)
-        limit = self.sandbox.storage_limit_mb(task) << 20
+        limit = limits.storage_mb(self.cfg, task) << 20
         agent.pause()
         layer = host_layer(agent)
 
