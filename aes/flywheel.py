@@ -142,7 +142,8 @@ class Flywheel:
         trainer = self.cfg.trainer
         envs = self.training_envs()
         runner = RolloutRunner(self.solver.chat, self.cfg.agent, self.trials,
-                               self.run_dir / "train" / f"u{self.updates + 1:04d}", self.cfg.sandbox.concurrency)
+                               self.run_dir / "train" / f"u{self.updates + 1:04d}", self.cfg.sandbox.concurrency,
+                               infra_limit=self.cfg.infra_failure_limit)
         kept, collected = [], 0
         for draw in range(self.cfg.flywheel.max_group_draws):
             batch = envs[draw * trainer.envs_per_update:(draw + 1) * trainer.envs_per_update]
@@ -157,7 +158,8 @@ class Flywheel:
     def refresh(self) -> None:
         """Rerun the solver on the pool; retire envs that left the band (keeping ``min_pool``)."""
         runner = RolloutRunner(self.solver.chat, self.cfg.agent, self.trials,
-                               self.run_dir / "refresh" / f"u{self.updates:04d}", self.cfg.sandbox.concurrency)
+                               self.run_dir / "refresh" / f"u{self.updates:04d}", self.cfg.sandbox.concurrency,
+                               infra_limit=self.cfg.infra_failure_limit)
         admitted = self.pool.envs("admitted")
         envs = runner.run([e.load() for e in admitted], self.cfg.calibration.initial_attempts)
         outside = []

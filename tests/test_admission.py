@@ -19,15 +19,16 @@ EXPECTED = {
     "nop-passes": ["nop.reward_too_high"],
     "wrong-solution": ["oracle.reward_below_one"],
     "dockerfile-fails": ["build.failed"],
-    "no-reward-file": ["oracle.no_reward_file", "nop.no_reward_file"],
-    "bad-reward-file": ["oracle.bad_reward_file", "nop.bad_reward_file"],
+    # a do-nothing run without a reward counts as < 0.5, as in Harbor (a warning says so)
+    "no-reward-file": ["oracle.no_reward_file"],
+    "bad-reward-file": ["oracle.bad_reward_file"],
     "malformed-toml": ["static.task_toml.syntax"],
     "solution-in-image": ["static.secret_in_image"],
     "missing-solution": ["static.layout.missing_file"],
     "dockerfile-heredoc": ["static.dockerfile_heredoc"],
     "dangerous-compose": ["static.dangerous_option"],
     "solution-timeout": ["oracle.timeout"],
-    "verifier-timeout": ["oracle.verifier_timeout", "nop.verifier_timeout"],
+    "verifier-timeout": ["oracle.verifier_timeout"],
 }
 
 
@@ -62,7 +63,7 @@ def test_cli_json_and_exit_status(sandbox, tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 1, proc.stderr
     records = json.loads(out.read_text())
-    assert [set(r) for r in records] == [{"task", "valid", "reasons", "oracle_reward", "nop_reward", "seconds"}] * 2
+    assert [set(r) for r in records] == [{"task", "valid", "reasons", "oracle_reward", "nop_reward", "seconds", "notes"}] * 2
     assert [r["valid"] for r in records] == [True, False]
     assert records[1]["reasons"][0].startswith("oracle.reward_below_one: ")
     good = subprocess.run(cmd[:5] + ["--quiet"], capture_output=True, text=True, cwd=REPO)

@@ -63,10 +63,11 @@ if [ "$(cat /app/answer.txt)" = "42" ]; then echo 1; else echo 0; fi > /logs/ver
 def test_breaking_the_verifier_scores_zero_not_nothing(sandbox, cfg, tmp_path):
     toml = '[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 3\n[environment]\nnetwork_mode = "no-network"\n'
     task = load_task(make_task(tmp_path, test=CAT_TEST, toml=toml))
-    fifo = Scripted([reply("```bash\nmkfifo /app/answer.txt\n```"), GIVE_UP])  # the tests' cat blocks
+    fifo = Scripted([reply("```bash\nmkfifo /app/answer.txt\n```"), GIVE_UP])  # the tests' cat would block
     [record] = runner_for(fifo, sandbox, cfg, tmp_path, "fifo").run([task], attempts=1, show_progress=False)[
         task.slug].records
-    assert (record.outcome, record.reward) == ("verifier_timeout", 0.0)
+    # sealed: the FIFO is not carried (the tests find no answer); in place: the tests hang. Either way 0.
+    assert record.reward == 0.0 and record.outcome in ("ok", "verifier_timeout")
 
 
 @pytest.mark.docker
