@@ -101,7 +101,7 @@ def scored(result) -> float | None:
 def agent_broken(runner: TrialRunner, tmp: Path) -> list[tuple[str, str, float | None]]:
     """Attempts that break their own sandbox or verifier, and the score each gets."""
     cases = {
-        "killed its container": ("kill -9 1; sleep 5\n", ""),
+        "stopped its container": ("kill -TERM 1; sleep 5\n", ""),
         "filled its disk past storage_mb": (
             "for i in $(seq 40); do head -c 10000000 /dev/zero > /app/b$i; sleep 0.1; done\n",
             '[environment]\nstorage_mb = 64\nnetwork_mode = "no-network"\n'),
@@ -222,6 +222,7 @@ def main() -> None:
         injected, recovered = kills(args.kills, tmp)
         finished, peak = load(runner, args.trials, tmp)
         restarted = restart_drill(runner, tmp / "restart") if args.restart_engine else []
+    runner.sandbox.drain()
     leaked = [c for c in runner.sandbox.client.api.containers(all=True, filters={"label": "aes.managed=true"})
               if c["Labels"].get("aes.pid") == str(os.getpid()) or not _owner_alive(c["Labels"])]
     held_n = sum(held(r) for _, r in attacks)

@@ -73,6 +73,7 @@ def test_trials_in_flight_survive_a_restart_of_the_docker_engine(sandbox, cfg, t
     assert [r.reward for r in results] == [1.0] * len(results), [(r.outcome, r.detail) for r in results]
     assert all("engine went away" in r.detail for r in results)  # each was cut off and run again
     mine = {"label": [f"{LABEL_MANAGED}=true", f"{LABEL_PID}={os.getpid()}"]}
+    sandbox.drain()  # containers are removed in the background
     assert sandbox.client.api.containers(all=True, filters=mine) == []
 
 

@@ -87,6 +87,7 @@ def test_declared_timeouts_are_bounded_by_aes(sandbox, cfg, tmp_path):
         OracleAgent())
     assert result.outcome is Outcome.VERIFIER_TIMEOUT
     assert result.timings["agent"] < 30 and result.timings["verify"] < 30
+    sandbox.drain()  # containers are removed in the background
     mine = sandbox.client.api.containers(all=True, filters={"label": f"aes.pid={os.getpid()}"})
     assert [c for c in mine if c["Labels"].get("aes.role") in ("trial", "verifier")] == []
 
@@ -261,5 +262,6 @@ def test_32_concurrent_trials_finish_without_leaks(runner, tmp_path):
         results = list(pool.map(lambda t: runner.run(t, OracleAgent(), image), tasks))
     done.set()
     assert [r.reward for r in results] == [1.0] * 32
+    runner.sandbox.drain()  # containers are removed in the background
     mine = runner.sandbox.client.api.containers(all=True, filters={"label": f"aes.pid={os.getpid()}"})
     assert [c for c in mine if c["Labels"].get("aes.role") in ("trial", "verifier")] == []

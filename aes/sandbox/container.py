@@ -95,10 +95,12 @@ class _Frames:
             del self.buf[:8]
 
 
-def tar_directory(local_dir: Path, arc_root: str, executable: tuple[str, ...] = ()) -> tempfile.SpooledTemporaryFile:
+def tar_directory(local_dir: Path, arc_root: str, executable: tuple[str, ...] = (),
+                  extra_dirs: tuple[str, ...] = ()) -> tempfile.SpooledTemporaryFile:
     """A tar of ``local_dir`` whose entries live under ``arc_root`` (no leading slash), spooled to
     disk past 8 MiB and read file by file, so a large directory never sits in memory whole.
-    Entries are root-owned; top-level files named in ``executable`` get mode 0755."""
+    Entries are root-owned; top-level files named in ``executable`` get mode 0755; ``extra_dirs``
+    (relative to /) are added first as empty directories anyone may write to."""
     buf = tempfile.SpooledTemporaryFile(max_size=8 << 20)
 
     def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -109,6 +111,10 @@ def tar_directory(local_dir: Path, arc_root: str, executable: tuple[str, ...] = 
         return info
 
     with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name in extra_dirs:
+            info = tarfile.TarInfo(name.strip("/"))
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o777, int(time.time())
+            tar.addfile(info)
         tar.add(str(local_dir), arcname=arc_root, filter=owned)
     buf.seek(0)
     return buf
@@ -242,10 +248,11 @@ class Container:
         """Extract a tar (bytes or a file object, streamed) into the container at ``dest``."""
         self.api.put_archive(self.id, dest, tar_bytes)
 
-    def upload_dir(self, local_dir: Path, dest: str, executable: tuple[str, ...] = ()) -> None:
+    def upload_dir(self, local_dir: Path, dest: str, executable: tuple[str, ...] = (),
+                   extra_dirs: tuple[str, ...] = ()) -> None:
         """Copy the contents of ``local_dir`` to the absolute path ``dest`` (streamed)."""
         target = PurePosixPath(dest)
-        with tar_directory(local_dir, str(target.relative_to("/")), executable) as archive:
+        with tar_directory(local_dir, str(target.relative_to("/")), executable, extra_dirs) as archive:
             self.put_archive(archive, "/")
 
     def stat(self, path: str) -> dict | None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Callable, TypeVar
 
 import docker.errors
@@ -51,6 +53,29 @@ class DockerSandbox:
                 reap_orphans(cfg)
         self.network = isolated_network(self.client, cfg)
         self.storage = StorageWatch(self.client, cfg.storage_poll_sec)
+        self._removals = ThreadPoolExecutor(max_workers=4, thread_name_prefix="aes-remove")
+        self._pending: set[Future] = set()
+        self._pending_lock = threading.Lock()
+        atexit.register(self.drain)
+
+    def discard(self, container: Container) -> None:
+        """Remove ``container`` in the background: a trial's result does not wait for its teardown
+        (:meth:`drain` waits for every removal; it runs at exit too)."""
+        self.storage.forget(container)
+        future = self._removals.submit(container.remove)
+        with self._pending_lock:
+            self._pending.add(future)
+        future.add_done_callback(self._done)
+
+    def _done(self, future: Future) -> None:
+        with self._pending_lock:
+            self._pending.discard(future)
+
+    def drain(self, timeout: float = 60.0) -> None:
+        """Wait until every container handed to :meth:`discard` is removed."""
+        with self._pending_lock:
+            pending = list(self._pending)
+        wait(pending, timeout=timeout)
 
     def build(self, task: Task) -> BuildResult:
         """Build (or reuse) ``task``'s image; a build cut short by an engine restart runs again,

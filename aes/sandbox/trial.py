@@ -254,8 +254,7 @@ class TrialRunner:
         finally:
             clock = time.monotonic()
             for box in containers:
-                self.sandbox.storage.forget(box)
-                box.remove()
+                self.sandbox.discard(box)
             if pristine is not None:
                 pristine.discard(self.sandbox)
             timings["teardown"] = time.monotonic() - clock
@@ -295,7 +294,7 @@ class TrialRunner:
             result.outcome, result.detail = Outcome.STORAGE_EXCEEDED, str(exc)
             return
         try:
-            container.remove()
+            self.sandbox.discard(container)
             timings["carry"] = time.monotonic() - clock
             problem = self.verifier.prepare(verifier, task, carry)
         finally:
@@ -379,8 +378,7 @@ class _Background:
         self._thread.join()
         value = self._result[0] if self._result else None
         if isinstance(value, Container):
-            sandbox.storage.forget(value)
-            value.remove()
+            sandbox.discard(value)
 
 
 def _infra_outcome(exc: Exception) -> Outcome:

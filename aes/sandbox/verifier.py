@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from aes.errors import InfrastructureError
 from aes.sandbox import limits
 from aes.sandbox.carry import Carry, apply_carry, carry_from_api, carry_from_host, host_layer
-from aes.sandbox.container import Container, tar_entries
+from aes.sandbox.container import Container
 from aes.sandbox.seal import SealPolicy
 
 log = logging.getLogger(__name__)
@@ -166,12 +166,11 @@ class SealedVerifier:
         return carry_from_api(agent, policy, existed, self.cfg.max_carry_entries, limit)
 
     def prepare(self, pristine: Container, task, carry: Carry) -> str | None:
-        """Write the carried changes, fresh log dirs and the tests; an error message or None."""
+        """Write the carried changes, then fresh log dirs and the tests; an error message or None."""
         problem = apply_carry(pristine, carry)
         if problem:
             return problem
-        pristine.put_archive(tar_entries({d: None for d in LOG_DIRS}))
-        pristine.upload_dir(task.tests_dir, "/tests", executable=("test.sh",))
+        pristine.upload_dir(task.tests_dir, "/tests", executable=("test.sh",), extra_dirs=LOG_DIRS)
         return None
 
     def user_for(self, image: str, task, pristine: Container) -> str:
