@@ -24,25 +24,10 @@ from aes.errors import InfrastructureError
 from aes.models import ModelError, ModelUnavailable, build_model
 from aes.tasks import load_task
 from tests.conftest import REPO, SEEDS, make_task
-from tests.test_model_clients import ReplayServer, closed_port
+from tests.test_model_clients import _env as _no_proxy  # noqa: F401 - autouse: no proxy, a test key
+from tests.test_model_clients import closed_port, server  # noqa: F401 - the replay server fixture
 
 openai_client = pytest.importorskip("aes.models.openai_client")
-
-
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch):
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-
-
-@pytest.fixture
-def server():
-    srv = ReplayServer()
-    srv.thread.start()
-    yield srv
-    srv.httpd.shutdown()
-    srv.httpd.server_close()
 
 
 def qwen(base_url: str) -> openai_client.OpenAIChat:

@@ -371,7 +371,7 @@ def carry_from_api(container, policy: SealPolicy, pristine: Callable[[str], bool
             if kind == 2:
                 _delete(path, policy, carry)
                 continue
-            head = _stat(api, cid, path)
+            head = container.stat(path)
             if head is None:
                 continue
             is_dir = bool(head["mode"] & (1 << 31))
@@ -391,17 +391,6 @@ def carry_from_api(container, policy: SealPolicy, pristine: Callable[[str], bool
         writer.buf.close()
         raise
     return writer.finish(carry)
-
-
-def _stat(api, cid: str, path: str) -> dict | None:
-    import base64
-    import json
-
-    response = api.head(api._url("/containers/{0}/archive", cid), params={"path": path})
-    if response.status_code != 200:
-        return None
-    header = response.headers.get("X-Docker-Container-Path-Stat")
-    return json.loads(base64.b64decode(header)) if header else None
 
 
 def _download(api, cid: str, path: str, max_bytes: int) -> BinaryIO | None:
