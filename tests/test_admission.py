@@ -77,3 +77,21 @@ def test_run_entry_point_validates_a_task_dir(sandbox, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads((tmp_path / "validation.json").read_text())[0]["valid"] is True
     assert (tmp_path / "config.yaml").exists()
+
+
+def test_a_loader_warning_in_the_image_is_not_a_leak(validator, tmp_path):
+    """The check that the image hides tests/ and solution/ asks the engine, not a program whose
+    output the image's loader can garble (``ENV LD_PRELOAD`` of a missing library warns on stderr)."""
+    from tests.conftest import make_task
+
+    path = make_task(tmp_path, dockerfile="FROM python:3.12-slim\nENV LD_PRELOAD=/nonexistent.so\nWORKDIR /app\n")
+    report = validator.validate(path)
+    assert report.valid, [str(r) for r in report.reasons]
+
+
+def test_declared_limits_beyond_aes_bounds_are_noted(validator, tmp_path):
+    from tests.conftest import make_task
+
+    toml = '[agent]\ntimeout_sec = 1e9\n[environment]\nnetwork_mode = "no-network"\n'
+    report = validator.validate(make_task(tmp_path, toml=toml))
+    assert report.valid and any("sandbox.max_agent_timeout_sec" in n for n in report.notes)

@@ -370,7 +370,7 @@ class SandboxConfig:
     engine's gateway and every host address) cannot be reached (needs root and iptables; a warning
     says when it cannot be set up)."""
     network_name: str = "aes-isolated"
-    """Name of that Docker network (its bridge interface is ``aes0``)."""
+    """Name of that Docker network (its bridge interface is ``aes`` + 8 hex digits of a hash)."""
     engine_wait_sec: float = 600.0
     """How long a trial or build waits for a Docker engine that went away (restart, crash)
     before the run stops with a message; the run resumes when started again."""
