@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from aes.config import AesConfig, ConfigError, load_config, register_schema
 from aes.errors import InfrastructureError
+from aes.report.sizes import describe_sizes
 from aes.sandbox.docker_backend import SandboxError
 from aes.sandbox.docker_client import SandboxUnavailable
 from aes.sandbox.engine import DiskFull, disk_full_message, is_disk_full
@@ -83,6 +84,7 @@ def main(raw: DictConfig) -> None:
     run_dir: Path | None = None
     try:
         cfg = load_config(raw)
+        log.info("%s", describe_sizes(cfg))
         run_dir = Path(cfg.run_dir or HydraConfig.get().runtime.output_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(raw, resolve=True))

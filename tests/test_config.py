@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from hydra import compose, initialize_config_dir
 
 from aes.config import CONF_DIR, ConfigError, compose_config, load_config, register_schema
 from aes.config import schema
+from aes.report.sizes import describe_sizes
 
 register_schema()  # conf/config.yaml composes on the typed schema (the entry point registers it too)
 
@@ -99,6 +101,7 @@ def test_run_entry_point_fails_clearly_without_inputs(tmp_path):
                            f"hydra.run.dir={tmp_path}"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "mode=train needs trajectories=DIR" in proc.stdout + proc.stderr
+    assert "effective sizes" in proc.stdout + proc.stderr  # logged before the mode runs
 
 
 SWEEPS = CONF_DIR.parent / "sweeps"
@@ -128,3 +131,99 @@ def test_slurm_cluster_profile_composes():
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("SlurmLauncher") and launcher.partition == "gpu"
     assert launcher.gpus_per_node == 8 and "source .venv/bin/activate" in launcher.setup
+
+
+# -- sizes: the paper's when asked, the laptop's only for the embedded model ------------------
+
+README = (CONF_DIR.parent / "README.md").read_text()
+PAPER_LINES = ["python -m aes.run proposer=claude solver=qwen",
+               "python -m aes.run experiment=paper_frontier",
+               "python -m aes.run experiment=paper_self_play"]
+SWEEP_LINES = [f"python -m aes.run -m -cd sweeps -cn {p.stem}" for p in sorted(SWEEPS.glob("*.yaml"))]
+
+
+def compose_line(line: str):
+    """A README command line as Hydra composes it; a sweep as its first job."""
+    assert line in README, f"the README no longer shows {line!r}"
+    args = line.split()[3:]
+    if "-cn" not in args:
+        return compose_config(args)
+    sweep = args[args.index("-cn") + 1]
+    params = compose_sweep(sweep, [], hydra=True).hydra.sweeper.params
+    return load_config(compose_sweep(sweep, [f"{k}={str(v).split(',')[0]}" for k, v in params.items()]))
+
+
+def assert_paper_sizes(cfg) -> None:
+    """App. G.1 Table 12, App. D.2 Table 10, App. G.4 and the 128k sequence length."""
+    t, f, h, c, s = cfg.trainer, cfg.flywheel, cfg.harness, cfg.calibration, cfg.sandbox
+    assert (t.lr, t.envs_per_update, t.attempts_per_env) == (1e-6, 16, 16)
+    assert (t.delta_low, t.delta_high, t.kl_coef, t.entropy_coef) == (0.1, 0.1, 0.0, 0.0)
+    assert t.max_seq_len == cfg.solver.context_length == 131072 <= t.micro_batch_tokens
+    assert (f.proposer_interval, t.updates_per_refresh, f.pool_size) == (16, 16, 256)
+    assert f.rounds * f.proposer_interval == 288 and f.assignments_per_round * f.proposer_samples >= 64
+    assert (h.max_turns, h.episode_timeout_sec, h.cpus, h.memory_mb, h.max_revisions) == (None, 7200, 16, 32768, 2)
+    assert (s.default_cpus, s.default_memory_mb) == (4, 8192)
+    assert (c.initial_attempts, c.expanded_attempts, c.band_low, c.band_high, c.min_std) == (4, 8, 0.25, 0.75, 0.1)
+    assert cfg.agent.max_turns is None and cfg.solver.max_tokens >= 8192
+    if f.shared_policy:
+        assert f.proposer_samples == 128  # one proposer group per generation
+
+
+@pytest.mark.parametrize("line", PAPER_LINES + SWEEP_LINES)
+def test_design_card_lines_run_at_paper_scale(line):
+    cfg = compose_line(line)
+    assert cfg.solver.backend == "openai_compatible"
+    assert_paper_sizes(cfg)
+    sizes = describe_sizes(cfg)
+    assert "proposer turns" in sizes and "131072" in sizes
+    if cfg.harness.name == "terminal":
+        assert "no limit, 2 h budget" in sizes
+
+
+def test_the_embedded_default_runs_at_laptop_scale():
+    cfg = compose_line("python -m aes.run")
+    assert (cfg.proposer.backend, cfg.solver.backend) == ("local", "local")
+    t, f, h = cfg.trainer, cfg.flywheel, cfg.harness
+    assert (t.envs_per_update, t.attempts_per_env, t.max_seq_len, t.micro_batch_tokens) == (2, 4, 4096, 4096)
+    assert (cfg.agent.max_turns, cfg.solver.max_tokens, cfg.proposer.max_tokens) == (4, 256, 512)
+    assert (h.max_turns, h.max_revisions, h.episodes_at_once) == (10, 1, 1)
+    assert (f.rounds, f.assignments_per_round, f.proposer_interval, f.max_group_draws) == (1, 1, 1, 2)
+    assert (cfg.sandbox.default_cpus, cfg.sandbox.default_memory_mb) == (1, 2048)
+    assert compose_config(["experiment=embedded"]) == cfg
+
+
+def test_laptop_sizes_follow_each_model_choice():
+    claude_on_laptop = compose_config(["proposer=claude"])  # frontier proposer, embedded solver
+    assert claude_on_laptop.harness.max_turns is None and claude_on_laptop.harness.max_revisions == 2
+    assert claude_on_laptop.trainer.envs_per_update == 2 and claude_on_laptop.agent.max_turns == 4
+    open_solver = compose_config(["solver=qwen"])  # embedded proposer, open solver
+    assert open_solver.harness.max_turns == 10 and open_solver.trainer.envs_per_update == 16
+    back = compose_config(["experiment=paper_frontier", "solver=local", "proposer=local"])
+    assert back.trainer.max_seq_len == 4096 and back.harness.max_turns == 10  # command line holds
+
+
+@pytest.mark.parametrize("path", sorted((CONF_DIR / "scale").rglob("*.yaml")), ids=lambda p: p.stem)
+def test_every_scale_file_belongs_to_a_model_option(path):
+    role = path.parent.name
+    assert (CONF_DIR / role / path.name).exists(), f"{path} is never chosen: no {role}={path.stem}"
+    cfg = compose_config([f"{role}={path.stem}"])
+    assert cfg.flywheel.rounds == 1 if role == "solver" else cfg.harness.max_turns == 10
+
+
+def test_no_turn_limit_is_representable():
+    from aes.config import AgentConfig, HarnessConfig
+
+    assert AgentConfig(max_turns=None).max_turns is None and HarnessConfig().max_turns is None
+    with pytest.raises(ConfigError, match="harness.max_turns"):
+        compose_config(["harness.max_turns=0"])
+    with pytest.raises(ConfigError, match="flywheel.proposer_interval"):
+        compose_config(["flywheel.proposer_interval=0"])
+
+
+def test_readme_config_table_lists_only_options_that_exist():
+    table = README[README.index("### Config groups"):].split("\n\n")[1]
+    for row in table.splitlines()[2:]:
+        groups, options = row.split("|")[1:3]
+        for group in groups.split(","):
+            for option in re.findall(r"`([\w-]+)`", options):
+                assert (CONF_DIR / group.strip() / f"{option}.yaml").exists(), f"README lists {group.strip()}={option}"

@@ -152,7 +152,7 @@ class Episode:
         self.recorder.add_message("user", message)
         format_errors = 0
         context = _approx_tokens(self.messages)
-        while self.turns < self.cfg.max_turns:
+        while self.cfg.max_turns is None or self.turns < self.cfg.max_turns:  # None: no turn limit
             if deadline - time.monotonic() <= 0:
                 return EndReason.TIMEOUT
             room = self.model.config.context_length - context

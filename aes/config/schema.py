@@ -74,8 +74,9 @@ class ModelConfig:
 class AgentConfig:
     """The terminal agent that attempts tasks (``conf/agent``); the proposer's terminal harness reuses it."""
 
-    max_turns: int = 30
-    """Most model turns (one shell command each) per episode."""
+    max_turns: Optional[int] = 30
+    """Most model turns (one shell command each) per episode; None: no turn limit (the task's
+    [agent] timeout_sec, the model's context length and max_episode_tokens still end it)."""
     command_timeout_sec: float = 120.0
     """Limit of one shell command; the episode's own limit is the task's [agent] timeout_sec."""
     observation_chars: int = 4000
@@ -88,8 +89,8 @@ class AgentConfig:
     """Replace the built-in system prompt (see aes/agents/prompts.py)."""
 
     def __post_init__(self) -> None:
-        if self.max_turns < 1:
-            raise ConfigError("agent.max_turns must be >= 1")
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ConfigError("agent.max_turns must be >= 1, or null for no turn limit")
 
 
 @dataclass
@@ -100,8 +101,9 @@ class HarnessConfig:
     """prompt (one generation), prompt_feedback (generate, run, revise) or terminal (agent in a sandbox)."""
     max_revisions: int = 2
     """Revisions of one draft after failed admission checks (paper App. G.4)."""
-    max_turns: int = 60
-    """Most agent turns of one terminal-harness episode."""
+    max_turns: Optional[int] = None
+    """Most agent turns of one terminal-harness episode; None: no turn limit, only
+    episode_timeout_sec (paper App. D.2: no limit, a 2-hour budget)."""
     episode_timeout_sec: float = 7200.0
     """Wall-clock budget of one proposer episode (paper: 2 h)."""
     cpus: float = 16.0
@@ -126,6 +128,10 @@ class HarnessConfig:
             raise ConfigError(
                 f"harness.name must be prompt, prompt_feedback or terminal, got {self.name!r}"
             )
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ConfigError("harness.max_turns must be >= 1, or null for no turn limit")
+        if self.episode_timeout_sec <= 0:
+            raise ConfigError(f"harness.episode_timeout_sec must be > 0, got {self.episode_timeout_sec}")
 
 
 @dataclass
@@ -421,6 +427,8 @@ class FlywheelConfig:
     """Episodes per assignment; > 1 gives the shared-policy proposer a group to centre its rewards on."""
     updates_per_round: int = 1
     """DPPO updates of the solver per round."""
+    proposer_interval: int = 16
+    """Solver updates between proposer generations (paper k, App. G.1)."""
     pool_size: int = 256
     """Target size of the active pool; no more assignments are given once it is reached."""
     min_pool: int = 4
@@ -431,6 +439,10 @@ class FlywheelConfig:
     """One policy is proposer and solver and is trained on both reward groups (experiment=self_play)."""
     train_proposer: bool = True
     """In shared-policy mode, also train on the proposer's episodes (off: the Fig. 20 ablation)."""
+
+    def __post_init__(self) -> None:
+        if self.proposer_interval < 1:
+            raise ConfigError(f"flywheel.proposer_interval must be >= 1, got {self.proposer_interval}")
 
 
 @dataclass
