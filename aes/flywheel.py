@@ -1,12 +1,21 @@
-"""The AutoEnvScaling loop, one short method per stage.
+"""The AutoEnvScaling loop as the paper runs it (§3, App. G.1), one short method per stage.
 
-    seed pool -> solver rollouts -> assignments -> propose (admission, calibration, pool)
-              -> DPPO updates -> refresh (every trainer.updates_per_refresh) -> next round
+    seed pool
+    every step:      solver rollouts on the pool -> one DPPO update of the solver
+    every k steps:   (a generation) fresh rollouts on the parents -> assignments -> proposer
+                     episodes -> admission -> calibration -> pool; the proposer's trajectories
+                     are trained once, in the next update; then the proposer reflects
+    every R updates: refresh: the updated solver is calibrated again on the pool, envs that
+                     left the band are retired and replaced by the next generation
+
+k is ``flywheel.proposer_interval``, R ``trainer.updates_per_refresh``; a run is
+``flywheel.rounds`` generations of k steps. Every rollout lands in one index with the policy
+version (updates applied) that produced it; assignments read the newest.
 
 State lives in the run dir: the pool database (envs, verdicts, assignments, the loop's
-round/update counters), trajectory files, trainer checkpoints and metrics.jsonl. Rerun
-with the same run dir to resume: finished rounds, episodes and attempts are not redone,
-and nothing admitted is lost or duplicated.
+counters), trajectory files, trainer checkpoints and metrics.jsonl. Rerun with the same run
+dir to resume: finished generations, episodes and attempts are not redone, and nothing
+admitted is lost or duplicated.
 """
 
 from __future__ import annotations
@@ -14,116 +23,140 @@ from __future__ import annotations
 import logging
 import random
 import statistics
-from pathlib import Path
 
-from aes.calibration import ADMIT, decide
-from aes.config import AesConfig
-from aes.models import ChatModel, RunBudget, check_models
+from aes.calibration import ADMIT
+from aes.compose import FlywheelParts
 from aes.pool import AssignmentLog
 from aes.proposer.assignments import Assignment
 from aes.proposer.episode import EpisodeResult
-from aes.proposer.generate import assign, build_stack, run_assignments, seed_pool, summarize
+from aes.proposer.generate import assign, run_assignments, seed_pool, summarize
 from aes.report.html import write_report
-from aes.report.metrics import MetricsLogger
-from aes.rollout import RolloutRunner, read_index
-from aes.sandbox import TrialRunner
+from aes.rollout import latest_rows, read_index
 from aes.train.advantages import has_spread
-from aes.train.policy import TrainableSolver, build_trainable_solver
 
 log = logging.getLogger("aes")
 DIFFICULTY = {"starter": 0, "easy": 1, "medium": 2, "hard": 3}
 
 
 class Flywheel:
-    def __init__(self, cfg: AesConfig, run_dir: Path):
-        self.cfg, self.run_dir = cfg, run_dir
-        self.budget = RunBudget(cfg.budget)
-        self.solver: TrainableSolver = build_trainable_solver(cfg, self.budget, run_dir)
-        proposer = self.solver.chat if cfg.flywheel.shared_policy else self.solver.proposer(cfg, self.budget)
-        self._check_models(proposer)
-        self.trials = TrialRunner(cfg.sandbox)
-        self.rollouts = RolloutRunner(self.solver.chat, cfg.agent, self.trials, run_dir, cfg.sandbox.concurrency,
-                                      infra_limit=cfg.infra_failure_limit)
-        self.stack = build_stack(cfg, run_dir, proposer, self.rollouts)
-        self.pool = self.stack.pool
-        self.metrics = MetricsLogger(cfg.logger, run_dir)
-        self.round = self.pool.get_meta("flywheel.round", 0)
+    def __init__(self, parts: FlywheelParts):
+        self.parts = parts
+        self.cfg, self.paths = parts.cfg, parts.paths
+        self.solver, self.rollouts, self.pool = parts.solver, parts.rollouts, parts.pool
+        self.stack, self.metrics = parts.stack, parts.metrics
+        self.interval = max(1, self.cfg.flywheel.proposer_interval)
+        self.step = self.pool.get_meta("flywheel.step", 0)
+        """Solver steps taken (an update, or a step whose groups had no reward spread)."""
         self.updates = self.pool.get_meta("flywheel.updates", 0)
-
-    def _check_models(self, proposer: ChatModel) -> None:
-        """Health-check the solver and the proposer (also the reviewer) before any container
-        starts; on a failure close them and stop with every server that cannot serve."""
-        try:
-            check_models(self.solver.chat, proposer)
-        except BaseException:
-            if proposer is not self.solver.chat:
-                proposer.close()
-            self.solver.close()
-            raise
+        """DPPO updates applied: the policy version of every rollout made now."""
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> None:
         seed_pool(self.stack)
         if self.updates:
-            self.solver.restore(self.run_dir / "checkpoints")
-        while self.round < self.cfg.flywheel.rounds:
-            log.info("round %d of %d (%d DPPO updates so far)", self.round + 1, self.cfg.flywheel.rounds,
-                     self.updates)
-            results = self.propose(self.assignments())
-            train = [self.train_step() for _ in range(self.cfg.flywheel.updates_per_round)]
-            self.log_round(results, train)
-            self.round += 1
-            self.pool.set_meta("flywheel.round", self.round)
-        write_report(self.run_dir, self.pool.envs(), f"aes run {self.run_dir.name}")
+            self.solver.restore(self.paths.checkpoints)
+        total = self.cfg.flywheel.rounds * self.interval
+        while self.step < total:
+            round_ = self.step // self.interval
+            if self.step % self.interval == 0 and not self.pool.get_meta(f"flywheel.round.{round_}.done", False):
+                self.generation(round_)
+            self.train_step(round_)
+            if self.updates and self.updates % self.cfg.trainer.updates_per_refresh == 0 \
+                    and self.pool.get_meta("flywheel.refreshed", -1) != self.updates:
+                self.refresh()
+            if self.step % self.interval == 0:
+                self.log_round(round_)
+        write_report(self.paths.root, self.pool.envs(), f"aes run {self.paths.root.name}")
 
-    def assignments(self) -> list[Assignment]:
-        """This round's assignments (the same ones again when a killed round is resumed)."""
-        saved = self.pool.get_meta(f"flywheel.round.{self.round}.assignments")
+    def _version(self, batch: str) -> None:
+        """Record the rollouts from here on as ``batch`` of the current policy."""
+        self.rollouts.batch, self.rollouts.policy_version = batch, self.updates
+
+    # -- a generation --------------------------------------------------------------------
+    def generation(self, round_: int) -> None:
+        """Assignments from the newest rollouts, proposer episodes, admission, calibration;
+        then the proposer reflects on its rewards (``harness.reflection``)."""
+        log.info("generation %d of %d (policy version %d)", round_ + 1, self.cfg.flywheel.rounds, self.updates)
+        self._version(f"u{self.updates:04d}-g{round_}")
+        assignments = self.assignments(round_)
+        results = run_assignments(self.stack, assignments, opened=True) if assignments else []
+        reflection = self.reflect(round_, results) if self.cfg.harness.reflection else {}
+        self.pool.set_meta(f"flywheel.round.{round_}.summary", self.generation_summary(results, reflection))
+        self.pool.set_meta(f"flywheel.round.{round_}.done", True)
+
+    def assignments(self, round_: int) -> list[Assignment]:
+        """This generation's assignments (the same ones again when a killed generation resumes):
+        replacements opened by the last refresh first, then the least-used admitted envs."""
+        saved = self.pool.get_meta(f"flywheel.round.{round_}.assignments")
         if saved is not None:
-            closed = {r["assignment_id"] for r in AssignmentLog(self.pool).rows(self.round) if r["status"] == "closed"}
+            closed = {r["assignment_id"] for r in AssignmentLog(self.pool).rows(round_) if r["status"] == "closed"}
             return [Assignment(**a) for a in saved if a["assignment_id"] not in closed]
+        replacements = self.pool.get_meta("flywheel.replacements", [])
         room = self.cfg.flywheel.pool_size - len(self.pool.envs("admitted"))
         n = min(self.cfg.flywheel.assignments_per_round, max(room, 0))
-        picked = assign(self.stack, n, self.round)  # rolls the solver out on the chosen parents
-        todo = [Assignment(**{**a.to_dict(), "group": f"r{self.round}-{i}"})
+        picked = assign(self.stack, n, round_, first=replacements)
+        todo = [Assignment(**{**a.to_dict(), "group": f"r{round_}-{i}"})
                 for i, a in enumerate(picked) for _ in range(self.cfg.flywheel.proposer_samples)]
         log_ = AssignmentLog(self.pool)
         for a in todo:
             a.assignment_id = log_.open(a.round, a.parent_env_id, a.to_dict())
-        self.pool.set_meta(f"flywheel.round.{self.round}.assignments", [a.to_dict() for a in todo])
+        self.pool.set_meta(f"flywheel.round.{round_}.assignments", [a.to_dict() for a in todo])
+        self.pool.set_meta("flywheel.replacements", replacements[n:])
         return todo
 
-    def propose(self, assignments: list[Assignment]) -> list[EpisodeResult]:
-        """Proposer episodes; admission and calibration put their envs in the pool."""
-        return run_assignments(self.stack, assignments, opened=True) if assignments else []
+    def reflect(self, round_: int, results: list[EpisodeResult]) -> dict:
+        """Harness optimization between rounds: the proposer edits its memory, skills and tools."""
+        from aes.proposer.reflection import reflect
 
-    def train_step(self) -> dict | None:
-        """One DPPO update on fresh solver groups with reward spread (and proposer groups)."""
+        return reflect(self.stack, round_, results)
+
+    # -- a solver step -------------------------------------------------------------------
+    def train_step(self, round_: int) -> dict | None:
+        """One DPPO update on fresh solver groups with reward spread, plus (once, in the update
+        right after their generation) the proposer's groups when the policy is shared."""
         groups, collected = self.solver_groups()
-        if self.cfg.flywheel.shared_policy and self.cfg.flywheel.train_proposer:
-            groups += self.solver.proposer_groups(self.run_dir, self.round)
-        if not groups:
-            log.warning("no DPPO update: none of the %d groups drawn had rewards that differ between "
-                        "attempts (no reward spread), so there is nothing to learn from this time", collected)
-            self.metrics.log({"event": "no_update", "round": self.round, "groups_collected": collected})
-            return None
-        stats = self.solver.update(groups, collected)
-        self.updates += 1
-        self.solver.save(self.run_dir / "checkpoints")
+        proposer = self.pending_proposer_groups(round_)
+        stats, trained = None, 0
+        if groups or proposer:
+            stats = self.solver.update(groups + proposer, collected)
+            self.updates += 1
+            self.solver.save(self.paths.checkpoints)
+            if proposer:
+                self.pool.set_meta(f"flywheel.round.{round_}.proposer_trained", True)
+                trained = self.pool.get_meta(f"flywheel.round.{round_}.proposer_updates", 0) + 1
+                self.pool.set_meta(f"flywheel.round.{round_}.proposer_updates", trained)
+        else:
+            log.warning("no DPPO update at step %d: none of the %d groups drawn had rewards that differ between "
+                        "attempts (no reward spread), so there is nothing to learn from this time",
+                        self.step + 1, collected)
+        self.step += 1
         self.pool.set_meta("flywheel.updates", self.updates)
-        self.metrics.log({"event": "update", "round": self.round, "update": self.updates,
-                          "solver_reward_mean": stats.get("reward_mean"),
-                          **{f"dppo/{k}": v for k, v in stats.items()}}, step=self.updates)
-        if self.updates % self.cfg.trainer.updates_per_refresh == 0:
-            self.refresh()
+        self.pool.set_meta("flywheel.step", self.step)
+        row = {"event": "update" if stats else "no_update", "round": round_ + 1, "step": self.step,
+               "update": self.updates, "groups_collected": collected, "solver/groups": len(groups),
+               "proposer/groups": len(proposer),
+               "proposer/samples_per_group": (statistics.fmean(len(g.episodes) for g in proposer) if proposer else 0),
+               "proposer/trained_once": bool(proposer) and trained == 1}
+        if stats:
+            row.update({"solver_reward_mean": stats.get("reward_mean"), **{f"dppo/{k}": v for k, v in stats.items()}})
+        self.metrics.log(row, step=self.step)
         return stats
 
+    def pending_proposer_groups(self, round_: int) -> list:
+        """The proposer's groups of this generation, if not trained yet (shared policy only)."""
+        fw = self.cfg.flywheel
+        if not (fw.shared_policy and fw.train_proposer):
+            return []
+        if not self.pool.get_meta(f"flywheel.round.{round_}.done", False) \
+                or self.pool.get_meta(f"flywheel.round.{round_}.proposer_trained", False):
+            return []
+        return self.solver.proposer_groups(self.paths.proposer_trajectories, round_)
+
     def training_envs(self) -> list:
-        """Admitted envs in the order to draw them: those where the solver's rewards varied
-        before first, then those it partly solved, then unseen ones (easiest declared
+        """Admitted envs in the order to draw them, by the solver's newest rollouts: those where
+        its rewards varied first, then those it partly solved, then unseen ones (easiest declared
         difficulty first: a curriculum for a weak solver on a fresh pool), then flat ones."""
-        rows = {r["env_id"]: r for r in read_index(self.rollouts.root / "index.jsonl")
-                if r["solver"] == self.rollouts.solver_name}
+        rows = latest_rows(read_index(self.rollouts.root / "index.jsonl"), self.rollouts.solver_name)
 
         def tier(env) -> tuple[int, int]:
             row = rows.get(env.env_id)
@@ -134,62 +167,81 @@ class Flywheel:
             return (1, 0) if 0.0 < row["mean"] < 1.0 else (3, 0)
 
         envs = self.pool.envs("admitted")
-        random.Random(self.cfg.seed * 7919 + self.updates).shuffle(envs)
+        random.Random(self.cfg.seed * 7919 + self.step).shuffle(envs)
         return sorted(envs, key=tier)
 
     def solver_groups(self) -> tuple[list, int]:
         """Draw envs and roll out ``attempts_per_env`` attempts each until enough groups vary."""
         trainer = self.cfg.trainer
         envs = self.training_envs()
-        runner = RolloutRunner(self.solver.chat, self.cfg.agent, self.trials,
-                               self.run_dir / "train" / f"u{self.updates + 1:04d}", self.cfg.sandbox.concurrency,
-                               infra_limit=self.cfg.infra_failure_limit)
+        runner = self.rollouts.at(f"u{self.updates:04d}-s{self.step:05d}-train", self.updates)
         kept, collected = [], 0
         for draw in range(self.cfg.flywheel.max_group_draws):
             batch = envs[draw * trainer.envs_per_update:(draw + 1) * trainer.envs_per_update]
             if not batch or len(kept) >= trainer.envs_per_update:
                 break
-            runner.run([e.load() for e in batch], trainer.attempts_per_env)
-            groups = self.solver.groups_from(runner.root)
-            collected = len(groups)
-            kept = [g for g in groups if has_spread(g.rewards)][: trainer.envs_per_update]
-        return kept, collected
+            rolled = runner.run([e.load() for e in batch], trainer.attempts_per_env)
+            groups = self.solver.groups_of(rolled)
+            collected += len(groups)
+            kept += [g for g in groups if has_spread(g.rewards)]
+        return kept[: trainer.envs_per_update], collected
 
+    # -- refresh --------------------------------------------------------------------------
     def refresh(self) -> None:
-        """Rerun the solver on the pool; retire envs that left the band (keeping ``min_pool``)."""
-        runner = RolloutRunner(self.solver.chat, self.cfg.agent, self.trials,
-                               self.run_dir / "refresh" / f"u{self.updates:04d}", self.cfg.sandbox.concurrency,
-                               infra_limit=self.cfg.infra_failure_limit)
+        """Calibrate the updated solver on the pool again (4 -> 8 attempts, band, spread), retire
+        the envs that left the band (keeping ``flywheel.min_pool``) and open replacements: the
+        next generation builds on the retired envs from these newest rollouts."""
+        self._version(f"u{self.updates:04d}-refresh")
         admitted = self.pool.envs("admitted")
-        envs = runner.run([e.load() for e in admitted], self.cfg.calibration.initial_attempts)
-        outside = []
-        for env in admitted:
-            decision = decide(envs[env.env_id].rewards, self.cfg.calibration)
-            if decision.verdict != ADMIT:
-                outside.append((abs((decision.mean or 0.0) - 0.5), env.env_id, decision))
-        retire = sorted(outside, reverse=True)[: max(0, len(admitted) - self.cfg.flywheel.min_pool)]
-        for _, env_id, decision in retire:
-            self.pool.set_status(env_id, "retired", mean_reward=decision.mean, std_reward=decision.std)
-        log.info("refresh after update %d: %d of %d envs left the band, %d retired (replacements are "
-                 "assigned from the newest rollouts)", self.updates, len(outside), len(admitted), len(retire))
-        self.metrics.log({"event": "refresh", "update": self.updates, "left_band": len(outside),
-                          "retired": len(retire)})
+        results = self.parts.calibrator.calibrate([e.load() for e in admitted], diagnose=False)
+        outside = [r for r in results if r.decision.verdict != ADMIT]
+        cal = self.cfg.calibration
+        far = sorted(outside, key=lambda r: -min(abs((r.decision.mean or 0.0) - cal.band_low),
+                                                  abs((r.decision.mean or 0.0) - cal.band_high)))
+        retire = far[: max(0, len(admitted) - self.cfg.flywheel.min_pool)]
+        for result in retire:
+            self.pool.set_status(result.env_id, "retired", mean_reward=result.decision.mean,
+                                 std_reward=result.decision.std)
+        replacements = [r.env_id for r in retire]
+        self.pool.set_meta("flywheel.replacements", self.pool.get_meta("flywheel.replacements", []) + replacements)
+        self.pool.set_meta("flywheel.refreshed", self.updates)
+        log.info("refresh after update %d: %d of %d envs left the band, %d retired, %d replacement assignments "
+                 "for the next generation", self.updates, len(outside), len(admitted), len(retire), len(replacements))
+        self.metrics.log({"event": "refresh", "update": self.updates, "step": self.step, "pool": len(admitted),
+                          "left_band": len(outside), "retired": len(retire), "replacements": len(replacements)},
+                         step=self.step)
 
-    def log_round(self, results: list[EpisodeResult], train: list[dict | None]) -> None:
+    # -- the record -------------------------------------------------------------------------
+    def generation_summary(self, results: list[EpisodeResult], reflection: dict) -> dict:
         summary = summarize(results)
-        rewards = [s["reward_mean"] for s in train if s and s.get("reward_mean") is not None]
-        spent = self.budget.summary()
-        self.metrics.log({
-            "event": "round", "round": self.round + 1, "updates": self.updates,
+        versions = [r.assignment.rollout_update for r in results if r.assignment.rollout_update is not None]
+        return {
+            "assignments/rollout_update": min(versions) if versions else None,
+            "assignments/policy_version": self.updates,
+            "assignments/count": len({r.assignment.group for r in results}),
             "valid_env_rate": summary["valid_env_rate"], "admitted": summary["admitted"],
+            "cost_per_valid_env": summary["cost_per_valid_env"], "tokens_per_valid_env": summary["tokens_per_valid_env"],
+            "failures_by_stage": summary["failures_by_stage"], "episodes": summary["episodes"], **reflection,
+        }
+
+    def log_round(self, round_: int) -> None:
+        """The round's record: its generation, and the solver steps that followed it."""
+        if self.pool.get_meta(f"flywheel.round.{round_}.logged", False):
+            return
+        steps = [r for r in self.metrics.rows() if r.get("event") in ("update", "no_update") and r.get("round") == round_ + 1]
+        rewards = [r["solver_reward_mean"] for r in steps if r.get("solver_reward_mean") is not None]
+        masked = [r["dppo/masked_fraction"] for r in steps if r.get("dppo/masked_fraction") is not None]
+        spent = self.parts.budget.summary()
+        self.metrics.log({
+            "event": "round", "round": round_ + 1, "step": self.step, "updates": self.updates,
+            **self.pool.get_meta(f"flywheel.round.{round_}.summary", {}),
             "pool_size": len(self.pool.envs("admitted")),
             "solver_reward_mean": statistics.fmean(rewards) if rewards else None,
-            "dppo/masked_fraction": next((s.get("masked_fraction") for s in reversed(train) if s), None),
-            "cost_per_valid_env": summary["cost_per_valid_env"], "tokens_per_valid_env": summary["tokens_per_valid_env"],
-            "failures_by_stage": summary["failures_by_stage"], "cost_usd": spent["cost_usd"],
-            "tokens": spent["tokens"], "episodes": summary["episodes"],
-        }, step=self.updates)
+            "dppo/masked_fraction": masked[-1] if masked else None,
+            "cost_usd": spent["cost_usd"], "tokens": spent["tokens"],
+        }, step=self.step)
+        self.pool.set_meta(f"flywheel.round.{round_}.logged", True)
+        self.pool.set_meta("flywheel.round", round_ + 1)
 
     def close(self) -> None:
-        self.metrics.close()
-        self.solver.close()
+        self.parts.close()

@@ -41,16 +41,15 @@ def solver_session(cfg: AesConfig, run_dir: Path, budget: RunBudget | None = Non
     The solver and ``others`` (models the mode also uses, sharing ``budget``) are health-checked
     before the sandbox is touched: a model server that is down stops the mode with its address.
     """
+    from aes.compose import build_rollouts, build_trials
     from aes.models import RunBudget, build_model, check_models
-    from aes.rollout import RolloutRunner
-    from aes.sandbox import TrialRunner
+    from aes.paths import RunPaths
 
     budget = RunBudget(cfg.budget) if budget is None else budget
     solver = build_model(cfg.solver, budget)
     try:
         check_models(solver, *others)
-        yield RolloutRunner(solver, cfg.agent, TrialRunner(cfg.sandbox), run_dir, cfg.sandbox.concurrency,
-                            infra_limit=cfg.infra_failure_limit)
+        yield build_rollouts(cfg, RunPaths(run_dir), solver, build_trials(cfg))
     finally:
         solver.close()
         s = budget.summary()
@@ -109,14 +108,20 @@ def _fmt(reward: float | None) -> str:
 
 def generate(cfg: AesConfig, run_dir: Path) -> bool:
     """``mode=generate``: ``assignments`` proposer episodes against the run's pool (Table 2 columns)."""
+    from aes.compose import build_admission, build_proposer_stack
     from aes.models import RunBudget, build_model
+    from aes.paths import RunPaths
+    from aes.pool import PoolStore
     from aes.proposer import generate as run_generate
 
     budget = RunBudget(cfg.budget)
     proposer = build_model(cfg.proposer, budget)
+    paths = RunPaths(run_dir)
     try:
         with solver_session(cfg, run_dir, budget, proposer) as runner:
-            results, summary = run_generate(cfg, run_dir, proposer, runner)
+            validator, pipeline, _ = build_admission(cfg, runner.trials, runner, proposer)
+            stack = build_proposer_stack(cfg, paths, proposer, runner, PoolStore(paths.pool), pipeline, validator)
+            results, summary = run_generate(cfg, stack)
     finally:
         proposer.close()
     print_table(f"proposer episodes ({cfg.proposer.name}, harness={cfg.harness.name})",
@@ -140,13 +145,14 @@ def train(cfg: AesConfig, run_dir: Path) -> bool:
     log-probs are the behaviour policy, so the trust region applies as in the flywheel.
     """
     from aes.models import RunBudget, check_models
+    from aes.paths import RunPaths
     from aes.report.metrics import MetricsLogger
     from aes.train.advantages import GroupBatcher
     from aes.train.policy import build_trainable_solver
 
     if not cfg.trajectories:
         raise ConfigError("mode=train needs trajectories=DIR: a trajectories/ dir written by mode=rollout")
-    solver = build_trainable_solver(cfg, RunBudget(cfg.budget), run_dir)
+    solver = build_trainable_solver(cfg, RunBudget(cfg.budget), RunPaths(run_dir))
     try:
         check_models(solver.chat)  # the engine that takes the new weights (a vLLM server for solver=qwen)
     except BaseException:
@@ -177,3 +183,31 @@ def train(cfg: AesConfig, run_dir: Path) -> bool:
     finally:
         metrics.close()
         solver.close()
+
+
+def sft(cfg: AesConfig, run_dir: Path) -> bool:
+    """``mode=sft``: the cold start (paper App. H): supervised fine-tuning of the solver's policy on
+    stored trajectories (``trajectories=DIR``), filtered and trained as :mod:`aes.train.sft` says.
+    Writes a DeepSpeed checkpoint in the DPPO trainer's format and, by default, the weights as a
+    model that ``solver.model`` / ``proposer.model`` can name (``RUN_DIR/sft_model``)."""
+    from aes.report.metrics import MetricsLogger
+    from aes.train.sft import cold_start
+
+    if not cfg.trajectories:
+        raise ConfigError("mode=sft needs trajectories=DIR: a dir of ATIF trajectories (a run dir, its "
+                          "trajectories/ or proposer/proposer_trajectories/)")
+    metrics = MetricsLogger(cfg.logger, run_dir)
+    try:
+        result = cold_start(cfg, run_dir, metrics)
+    finally:
+        metrics.close()
+    examples, history = result.examples, result.history
+    print_table("cold start (mode=sft)", ["trajectories", "proposer", "solver", "rendered", "steps",
+                                          "first loss", "last loss"],
+                [[len(examples), sum(e.role == "proposer" for e in examples), sum(e.role == "solver" for e in examples),
+                  sum(e.tokens_from == "rendered" for e in examples), result.steps,
+                  history[0]["loss"] if history else None, history[-1]["loss"] if history else None]])
+    log.info("checkpoint: %s (DPPO resumes from it)", result.checkpoint)
+    for path in result.exported:
+        log.info("weights exported to %s", path)
+    return True

@@ -15,6 +15,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from aes.config import AesConfig, ConfigError, load_config, register_schema
+from aes.config import schema as _schema
 from aes.errors import InfrastructureError
 from aes.report.sizes import describe_sizes
 from aes.sandbox.docker_backend import SandboxError
@@ -47,9 +48,10 @@ def validate(cfg: AesConfig, run_dir: Path, tasks: str | None = None) -> bool:
 
 def run(cfg: AesConfig, run_dir: Path) -> bool:
     """The flywheel: rollouts -> assignments -> propose -> admit -> calibrate -> train -> refresh."""
+    from aes.compose import build_flywheel
     from aes.flywheel import Flywheel
 
-    flywheel = Flywheel(cfg, run_dir)
+    flywheel = Flywheel(build_flywheel(cfg, run_dir))
     try:
         flywheel.run()
     finally:
@@ -63,7 +65,7 @@ def dispatch(cfg: AesConfig, run_dir: Path) -> bool:
 
     table = {"run": run, "validate": validate, "rollout": modes.rollout,
              "calibrate": modes.calibrate, "eval": modes.evaluate, "generate": modes.generate,
-             "train": modes.train}
+             "train": modes.train, "sft": modes.sft}
     return table[cfg.mode](cfg, run_dir)
 
 
@@ -76,6 +78,8 @@ def _stop(message: str, status: int) -> None:
     raise SystemExit(status) from None
 
 
+if "sft" not in _schema.MODES:  # mode=sft (aes/train/sft.py) until aes/config/schema.py lists it in MODES
+    _schema.MODES = (*_schema.MODES, "sft")
 register_schema()
 
 

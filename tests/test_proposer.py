@@ -101,7 +101,9 @@ GIVE_UP = [reply("DONE")]
 
 @pytest.fixture
 def stack_factory(sandbox, cfg, tmp_path):
-    from aes.proposer.generate import build_stack
+    from aes.compose import build_admission, build_proposer_stack
+    from aes.paths import RunPaths
+    from aes.pool import PoolStore
 
     def make(proposer_replies, solver_replies, harness="prompt"):
         run_cfg = cfg.__class__(**{**cfg.__dict__})
@@ -109,7 +111,9 @@ def stack_factory(sandbox, cfg, tmp_path):
         solver = Scripted(solver_replies)
         rollouts = RolloutRunner(solver, AgentConfig(), TrialRunner(cfg.sandbox, sandbox), tmp_path / "run",
                                  concurrency=1, solver_name="scripted")
-        return build_stack(run_cfg, tmp_path / "run", Scripted(proposer_replies), rollouts)
+        proposer, paths = Scripted(proposer_replies), RunPaths(tmp_path / "run")
+        validator, pipeline, _ = build_admission(run_cfg, rollouts.trials, rollouts, proposer)
+        return build_proposer_stack(run_cfg, paths, proposer, rollouts, PoolStore(paths.pool), pipeline, validator)
 
     return make
 

@@ -37,8 +37,9 @@ class AdmissionVerdict:
         """broken (fails checks 1-6), valid (not admitted) or admitted."""
         return "admitted" if self.admitted else "valid" if self.valid else "broken"
 
-    def feedback(self) -> str:
-        """The reasons, for the proposer to act on."""
+    def feedback(self, diagnostic_path: str | None = None) -> str:
+        """The reasons, for the proposer to act on; ``diagnostic_path``: where the proposer can
+        read the diagnostic run's trajectory (its own workspace), if there was one."""
         if self.admitted:
             return "Your task was admitted to the training pool."
         lines = [f"Your task was rejected at the {self.failed_stage} stage:"]
@@ -46,7 +47,7 @@ class AdmissionVerdict:
         cal = self.calibration
         if cal is not None and cal.diagnostic is not None:
             lines.append(f"A diagnostic solver run that was shown the reference solution scored "
-                         f"{cal.diagnostic.reward}; its trajectory: {cal.diagnostic.path}")
+                         f"{cal.diagnostic.reward}" + (f"; its trajectory: {diagnostic_path}" if diagnostic_path else "."))
         return "\n".join(lines)
 
 

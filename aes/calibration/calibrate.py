@@ -40,7 +40,8 @@ class Calibrator:
         self.cfg = cfg
         self.rollouts = rollouts
 
-    def calibrate(self, tasks: list[Task], show_progress: bool = True) -> list[CalibrationResult]:
+    def calibrate(self, tasks: list[Task], show_progress: bool = True, diagnose: bool = True) -> list[CalibrationResult]:
+        """The band verdict on each task (``diagnose``: a hinted rollout for those below the band)."""
         envs = self.rollouts.run(tasks, self.cfg.initial_attempts, show_progress=show_progress)
         near_edge = [env.task for env in envs.values() if needs_expansion(env.rewards, self.cfg)]
         if near_edge:
@@ -51,7 +52,8 @@ class Calibrator:
                               build_error=env.build_error)
             for env in envs.values()
         ]
-        self._diagnose([r for r in results if r.decision.verdict == TOO_HARD], envs)
+        if diagnose:
+            self._diagnose([r for r in results if r.decision.verdict == TOO_HARD], envs)
         return results
 
     def _diagnose(self, too_hard: list[CalibrationResult], envs) -> None:

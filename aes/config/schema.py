@@ -120,13 +120,16 @@ class HarnessConfig:
     """Most characters of parent task files and trajectories put in a prompt-harness prompt."""
     web_access: bool = False
     """Give the proposer web access (off by default, as in the paper)."""
+    reflection: bool = False
+    """Between rounds, let the proposer edit its memory, skills and tools from its past rewards
+    (harness optimization, paper §3.3; on in the paper experiments)."""
     solver_feedback: bool = True
     """Show the proposer the solver's trajectories, rewards and failures (off: the Table 3 ablation)."""
 
     def __post_init__(self) -> None:
-        if self.name not in ("prompt", "prompt_feedback", "terminal"):
+        if self.name not in ("prompt", "prompt_feedback", "terminal", "scripted"):
             raise ConfigError(
-                f"harness.name must be prompt, prompt_feedback or terminal, got {self.name!r}"
+                f"harness.name must be prompt, prompt_feedback, terminal or scripted, got {self.name!r}"
             )
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError("harness.max_turns must be >= 1, or null for no turn limit")
@@ -305,7 +308,7 @@ class SandboxConfig:
     """Where tasks are built and run (``conf/sandbox``)."""
 
     backend: str = "docker"
-    """Container backend; only docker exists."""
+    """docker, or simulated (in-process rewards from skill and difficulty: experiment=simulated)."""
     docker_host: Optional[str] = None
     """Docker endpoint; None reads DOCKER_HOST or uses the local socket."""
     base_image: str = "aes-base:bookworm"
@@ -387,8 +390,8 @@ class SandboxConfig:
     space than this, in GiB; 0 disables the check."""
 
     def __post_init__(self) -> None:
-        if self.backend != "docker":
-            raise ConfigError(f"sandbox.backend must be 'docker', got {self.backend!r}")
+        if self.backend not in ("docker", "simulated"):
+            raise ConfigError(f"sandbox.backend must be 'docker' or 'simulated', got {self.backend!r}")
         if self.concurrency < 1:
             raise ConfigError("sandbox.concurrency must be >= 1")
         if self.output_limit_bytes < 1024:
@@ -420,15 +423,14 @@ class FlywheelConfig:
     """Sizes of the whole loop (``conf/flywheel``; paper App. G.1 in ``experiment=paper_*``)."""
 
     rounds: int = 1
-    """Rounds of rollouts -> assignments -> propose -> admit -> calibrate -> train."""
+    """Rounds (generations): each is a proposer generation and ``proposer_interval`` solver updates."""
     assignments_per_round: int = 2
-    """Proposer episodes per round."""
+    """Assignments per generation (each runs ``proposer_samples`` episodes)."""
     proposer_samples: int = 1
     """Episodes per assignment; > 1 gives the shared-policy proposer a group to centre its rewards on."""
-    updates_per_round: int = 1
-    """DPPO updates of the solver per round."""
     proposer_interval: int = 16
-    """Solver updates between proposer generations (paper k, App. G.1)."""
+    """Solver steps (DPPO updates) between proposer generations (paper k, App. G.1); the proposer's
+    trajectories of a generation are trained once, in the update right after it."""
     pool_size: int = 256
     """Target size of the active pool; no more assignments are given once it is reached."""
     min_pool: int = 4

@@ -32,6 +32,7 @@ BACKENDS = {
     "openai_compatible": "aes.models.openai_client:OpenAIChat",
     "local": "aes.models.local:LocalChat",
     "tiny": "aes.models.tiny:TinyChat",
+    "scripted": "aes.models.scripted:ScriptedModel",
 }
 
 

@@ -24,6 +24,8 @@ class Assignment:
     assignment_id: str = ""
     group: str = ""
     """Episodes of one group share a baseline when the proposer is trained (shared policy)."""
+    rollout_update: int | None = None
+    """Policy version (DPPO updates applied) of the solver rollouts the statistics come from."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,5 +60,6 @@ def make_assignments(parents: list[tuple[str, str]], rows: list[dict], solver: s
         mean = row.get("mean")
         out.append(Assignment(parent_env_id=env_id, parent_name=name, solver=solver, mean_reward=mean,
                               most_common_failure=row.get("most_common_failure"),
-                              direction=SIMPLER if mean is None or mean < 0.5 else HARDER, round=round))
+                              direction=SIMPLER if mean is None or mean < 0.5 else HARDER, round=round,
+                              rollout_update=row.get("policy_version")))
     return out

@@ -1,8 +1,9 @@
 """One proposer episode: assignment -> draft -> admission -> (revisions) -> pool.
 
 Every draft that loads goes into the pool (content-addressed, so a resubmitted draft
-is not stored twice) with its verdicts; the episode's outcome is the best verdict of
-its drafts: admitted, valid (passed checks 1-6, not admitted) or broken.
+is not stored twice) with its verdicts; the episode's outcome — what r_P scores — is the
+verdict of the env it finally submitted: admitted, valid (passed checks 1-6, not admitted)
+or broken (a last revision that handed nothing in leaves the previous submission standing).
 
 An episode cut short by the infrastructure (its model server went away: an
 :class:`~aes.errors.InfrastructureError` out of the harness) has no outcome: it is not the
@@ -15,6 +16,7 @@ stop the run with what to fix.
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -28,7 +30,6 @@ from aes.proposer.workspace import Workspace
 from aes.tasks import TaskLoadError, load_task
 
 log = logging.getLogger(__name__)
-OUTCOME_RANK = {"broken": 0, "valid": 1, "admitted": 2}
 
 
 class Harness(Protocol):
@@ -75,11 +76,10 @@ def run_episode(assignment: Assignment, workspace: Workspace, harness: Harness, 
             else:
                 if verdict.outcome != "admitted":
                     result.failed_stages.append(verdict.failed_stage or "static")
-                if OUTCOME_RANK[verdict.outcome] >= OUTCOME_RANK[result.outcome]:
-                    result.outcome, result.env_id = verdict.outcome, env_id
+                result.outcome, result.env_id = verdict.outcome, env_id
                 if verdict.admitted:
                     break
-                feedback = verdict.feedback()
+                feedback = verdict.feedback(_diagnostic_in(workspace, verdict))
             if revision == max_revisions:
                 break
             draft = harness.revise(feedback)
@@ -101,6 +101,17 @@ def run_episode(assignment: Assignment, workspace: Workspace, harness: Harness, 
         if failure is None:
             log_.close(assignment.assignment_id, result.outcome, result.env_id, result.cost_usd, result.tokens)
     return result
+
+
+def _diagnostic_in(workspace: Workspace, verdict: AdmissionVerdict) -> str | None:
+    """Copy the diagnostic (hinted) solver run into the workspace; its path as the proposer sees it."""
+    cal = verdict.calibration
+    if cal is None or cal.diagnostic is None or not cal.diagnostic.path or not Path(cal.diagnostic.path).is_file():
+        return None
+    target = workspace.root / "past_trajectories" / "diagnostics" / f"{cal.env_id}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(cal.diagnostic.path, target)
+    return f"/workspace/past_trajectories/diagnostics/{target.name}"
 
 
 def _set_aside(assignment: Assignment, harness: Harness, result: EpisodeResult, out_dir: Path,

@@ -10,11 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from aes.admission import Validator
-from aes.admission.decontam import Decontaminator
 from aes.admission.pipeline import AdmissionPipeline
-from aes.admission.review import Reviewer
-from aes.calibration import Calibrator
 from aes.config import AesConfig, ConfigError
 from aes.domains import instructions_dir, seeds_dir
 from aes.models import ChatModel
@@ -25,7 +21,8 @@ from aes.proposer.harness import PromptFeedbackHarness, PromptHarness
 from aes.proposer.terminal_harness import TerminalHarness
 from aes.proposer.tools import ProposerTools
 from aes.proposer.workspace import build_workspace
-from aes.rollout import RolloutRunner, read_index
+from aes.paths import RunPaths
+from aes.rollout import RolloutRunner, latest_rows, read_index
 from aes.tasks import find_tasks, load_task
 
 log = logging.getLogger("aes")
@@ -33,10 +30,11 @@ log = logging.getLogger("aes")
 
 @dataclass
 class ProposerStack:
-    """Everything an episode needs, built once per run."""
+    """Everything an episode needs, built once per run by :mod:`aes.compose` (which owns the pool
+    and the admission pipeline and hands them in)."""
 
     cfg: AesConfig
-    run_dir: Path
+    paths: RunPaths
     pool: PoolStore
     proposer: ChatModel
     rollouts: RolloutRunner
@@ -52,19 +50,11 @@ class ProposerStack:
         if name == "terminal":
             return TerminalHarness(self.proposer, self.cfg.harness, self.cfg.agent, self.tools,
                                    self.rollouts.trials.sandbox, self.cfg.sandbox.base_image)
+        if name == "scripted":
+            from aes.proposer.scripted import ScriptedHarness
+
+            return ScriptedHarness(self.proposer, self.cfg.harness)
         raise ConfigError(f"unknown harness {name!r}")
-
-
-def build_stack(cfg: AesConfig, run_dir: Path, proposer: ChatModel, rollouts: RolloutRunner) -> ProposerStack:
-    validator = Validator(cfg.sandbox, rollouts.trials, nop_max_reward=cfg.admission.nop_max_reward)
-    pipeline = AdmissionPipeline(
-        validator,
-        Decontaminator.from_dir(cfg.domain.benchmark_instructions, cfg.admission.ngram),
-        Reviewer(proposer, cfg.admission) if cfg.admission.review else None,
-        Calibrator(cfg.calibration, rollouts),
-    )
-    tools = ProposerTools(validator, rollouts, cfg.harness.solver_probe_attempts, run_dir / "probes")
-    return ProposerStack(cfg, run_dir, PoolStore(run_dir / "pool"), proposer, rollouts, pipeline, tools)
 
 
 def seed_pool(stack: ProposerStack) -> None:
@@ -77,36 +67,45 @@ def seed_pool(stack: ProposerStack) -> None:
     log.info("seeded the pool with %d task(s) from %s", len(paths), seeds_dir(stack.cfg.domain))
 
 
-def pick_parents(stack: ProposerStack, n: int, round: int) -> list[EnvRecord]:
-    """``n`` admitted envs to build on: the least used as parents first, ties broken at random."""
-    envs = stack.pool.envs("admitted")
-    if not envs or n <= 0:
+def pick_parents(stack: ProposerStack, n: int, round: int, first: list[str] | None = None) -> list[EnvRecord]:
+    """``n`` envs to build on: those in ``first`` (any status), then the least-used admitted
+    envs as parents, ties broken at random."""
+    if n <= 0:
         return []
+    chosen = [env for env in (stack.pool.get(i) for i in (first or [])[:n]) if env is not None]
+    envs = stack.pool.envs("admitted")
+    if not envs:
+        return chosen
     used = Counter(r["parent_id"] for r in AssignmentLog(stack.pool).rows())
     rng = random.Random(stack.cfg.seed * 1_000_003 + round)
     rng.shuffle(envs)
     ranked = sorted(envs, key=lambda e: used[e.env_id])
-    return [ranked[i % len(ranked)] for i in range(n)]
+    return chosen + [ranked[i % len(ranked)] for i in range(n - len(chosen))]
 
 
-def ensure_rollouts(stack: ProposerStack, envs: list[EnvRecord]) -> list[dict]:
-    """Index rows of the current solver on ``envs`` (rolling out those without any)."""
-    solver = stack.rollouts.solver_name
-    index = stack.rollouts.root / "index.jsonl"
-    have = {r["env_id"] for r in read_index(index) if r["solver"] == solver}
-    missing = list({e.env_id: e for e in envs if e.env_id not in have}.values())
-    if missing:
-        log.info("rolling out %s on %d pool env(s) without trajectories", solver, len(missing))
-        stack.rollouts.run([e.load() for e in missing], stack.cfg.calibration.initial_attempts)
-    ids = {e.env_id for e in envs}
-    return [r for r in read_index(index) if r["solver"] == solver and r["env_id"] in ids]
+def fresh_rows(stack: ProposerStack, envs: list[EnvRecord], attempts: int) -> dict[str, dict]:
+    """The solver's newest rollouts on ``envs`` (merged index rows by env id): envs whose newest
+    rows come from an older policy than the current one are rolled out again first."""
+    runner = stack.rollouts
+    rows = latest_rows(read_index(runner.root / "index.jsonl"), runner.solver_name)
+    stale = list({e.env_id: e for e in envs
+                  if e.env_id not in rows or rows[e.env_id].get("policy_version", 0) < runner.policy_version}.values())
+    if stale:
+        log.info("rolling out %s (policy version %d) on %d parent env(s) for the assignments", runner.solver_name,
+                 runner.policy_version, len(stale))
+        runner.at(f"{runner.batch}-assign" if runner.batch else "assign").run(
+            [e.load() for e in stale], attempts, show_progress=False)
+        rows = latest_rows(read_index(runner.root / "index.jsonl"), runner.solver_name)
+    return {e.env_id: rows[e.env_id] for e in envs if e.env_id in rows}
 
 
-def assign(stack: ProposerStack, n: int, round: int) -> list[Assignment]:
-    """``n`` assignments on the least-used admitted envs, from the solver's rollouts on them."""
-    parents = pick_parents(stack, n, round)
-    rows = ensure_rollouts(stack, parents)
-    return make_assignments([(e.env_id, e.name) for e in parents], rows, stack.rollouts.solver_name, round)
+def assign(stack: ProposerStack, n: int, round: int, first: list[str] | None = None) -> list[Assignment]:
+    """``n`` assignments, from the solver's newest rollouts: the envs in ``first`` (a refresh's
+    replacements) before the least-used admitted envs."""
+    parents = pick_parents(stack, n, round, first)
+    rows = fresh_rows(stack, parents, stack.cfg.calibration.initial_attempts)
+    return make_assignments([(e.env_id, e.name) for e in parents], list(rows.values()),
+                            stack.rollouts.solver_name, round)
 
 
 def run_assignments(stack: ProposerStack, assignments: list[Assignment], opened: bool = False) -> list[EpisodeResult]:
@@ -117,11 +116,11 @@ def run_assignments(stack: ProposerStack, assignments: list[Assignment], opened:
             a.assignment_id = log_.open(a.round, a.parent_env_id, a.to_dict())
 
     def episode(a: Assignment) -> EpisodeResult:
-        workspace = build_workspace(stack.run_dir / "proposer" / "workspaces" / a.assignment_id, a, stack.pool,
+        workspace = build_workspace(stack.paths.workspaces / a.assignment_id, a, stack.pool,
                                     stack.rollouts.root, instructions_dir(stack.cfg.domain),
-                                    stack.run_dir / "proposer", stack.cfg.harness.solver_feedback)
+                                    stack.paths.proposer, stack.cfg.harness.solver_feedback)
         return run_episode(a, workspace, stack.harness(), stack.pipeline, stack.pool,
-                           stack.cfg.harness.max_revisions, stack.run_dir / "proposer")
+                           stack.cfg.harness.max_revisions, stack.paths.proposer)
 
     with ThreadPoolExecutor(max_workers=max(1, stack.cfg.harness.episodes_at_once)) as pool:
         return list(pool.map(episode, assignments))
@@ -146,14 +145,13 @@ def summarize(results: list[EpisodeResult]) -> dict:
     }
 
 
-def generate(cfg: AesConfig, run_dir: Path, proposer: ChatModel, rollouts: RolloutRunner,
-             round: int = 0) -> tuple[list[EpisodeResult], dict]:
-    stack = build_stack(cfg, run_dir, proposer, rollouts)
+def generate(cfg: AesConfig, stack: ProposerStack, round: int = 0) -> tuple[list[EpisodeResult], dict]:
+    """``cfg.assignments`` episodes on the run's pool; writes ``generate.json``."""
     seed_pool(stack)
     assignments = assign(stack, cfg.assignments, round)
     results = run_assignments(stack, assignments)
     summary = summarize(results)
-    (run_dir / "generate.json").write_text(json.dumps(
+    (stack.paths.root / "generate.json").write_text(json.dumps(
         {"summary": summary, "episodes": [{**r.assignment.to_dict(), "outcome": r.outcome, "env_id": r.env_id,
                                            "revisions": r.revisions, "failed_stages": r.failed_stages,
                                            "tokens": r.tokens, "cost_usd": r.cost_usd} for r in results]},

@@ -28,7 +28,8 @@ You build training tasks for a terminal agent. You work in a Linux container; yo
 what_to_build.md, and ASSIGNMENT.md (your assignment). The parent task is under
 /workspace/past_environments/, the solver's attempts under /workspace/past_trajectories/.
 Write your task into a new directory /workspace/env_001/ (env_002/ for a second draft).
-Keep notes for future episodes in /workspace/memory/; put reusable helper scripts in /workspace/tools/.
+Keep notes for future episodes in /workspace/memory/; put reusable helper scripts in /workspace/tools/;
+/workspace/skills/ holds the skills you wrote for yourself in earlier rounds (read them).
 Tools: `bash` runs one shell command; `validate` builds your draft and runs its reference
 solution and a do-nothing run; `solver_model` lets the current solver attempt it; `submit`
 hands in your latest draft and ends the episode."""
@@ -74,6 +75,8 @@ class TerminalHarness:
         mounts = {str(workspace.root): ("/workspace", "rw"),
                   str(workspace.memory): ("/workspace/memory", "rw"),
                   str(workspace.tools): ("/workspace/tools", "rw")}
+        if workspace.skills is not None:
+            mounts[str(workspace.skills)] = ("/workspace/skills", "rw")
         for name in READ_ONLY:
             mounts[str(workspace.root / name)] = (f"/workspace/{name}", "ro")
         return mounts

@@ -5,7 +5,8 @@
     instructions/           how to write a task, what to build, the assignment   (read-only)
     past_trajectories/      index.jsonl + <env_id>/<solver>/*.json                (read-only)
     past_environments/      <env_id>/ task files of the parent and a few others   (read-only)
-    memory/  tools/         persist across rounds of a run; the proposer may edit them
+    memory/ tools/ skills/  persist across rounds of a run; the proposer may edit them (and
+                            does, between rounds, in its reflection: aes.proposer.reflection)
     env_001/ env_002/ ...   the proposer's drafts (one per revision)
 
 The read-only parts are mounted read-only into the terminal harness's container; the
@@ -21,10 +22,14 @@ from pathlib import Path
 
 from aes.pool import PoolStore
 from aes.proposer.assignments import Assignment
+from aes.rollout.index import latest_rows, read_index
 
 READ_ONLY = ("instructions", "past_trajectories", "past_environments")
 MAX_TRAJECTORIES = 8
 OTHER_ENVS = 3
+
+
+PERSISTENT = ("memory", "tools", "skills")
 
 
 @dataclass
@@ -32,6 +37,7 @@ class Workspace:
     root: Path
     memory: Path
     tools: Path
+    skills: Path | None = None
 
     @property
     def drafts(self) -> list[Path]:
@@ -71,12 +77,13 @@ def build_workspace(root: Path, assignment: Assignment, pool: PoolStore, traject
         _copy_trajectories(root / "past_trajectories", trajectories, assignment)
     else:
         (root / "past_trajectories").mkdir()
-    for name in ("memory", "tools"):
+    for name in PERSISTENT:
         (persistent / name).mkdir(parents=True, exist_ok=True)
     notes = persistent / "memory" / "notes.md"
     if not notes.exists():
         notes.write_text("# Proposer notes\n\nWhat worked, what failed admission and why.\n")
-    return Workspace(root=root, memory=persistent / "memory", tools=persistent / "tools")
+    return Workspace(root=root, memory=persistent / "memory", tools=persistent / "tools",
+                     skills=persistent / "skills")
 
 
 def _copy_environments(dest: Path, pool: PoolStore, parent_id: str) -> None:
@@ -87,19 +94,21 @@ def _copy_environments(dest: Path, pool: PoolStore, parent_id: str) -> None:
 
 
 def _copy_trajectories(dest: Path, source: Path, assignment: Assignment) -> None:
+    """The solver's newest rollouts: ``index.jsonl`` (one merged row per env, of the newest policy
+    version) and the parent's trajectory files, numbered ``0.json`` ... in the workspace."""
     dest.mkdir(parents=True)
-    index = source / "index.jsonl"
-    if index.exists():
-        rows = [line for line in index.read_text().splitlines() if line.strip()]
-        (dest / "index.jsonl").write_text("\n".join(rows) + ("\n" if rows else ""))
-    src = source / assignment.parent_env_id / assignment.solver
-    if not src.is_dir():
+    rows = latest_rows(read_index(source / "index.jsonl"), assignment.solver)
+    (dest / "index.jsonl").write_text("".join(json.dumps({k: v for k, v in row.items() if k != "paths"}) + "\n"
+                                              for row in rows.values()))
+    row = rows.get(assignment.parent_env_id)
+    if row is None:
         return
-    files = sorted(src.glob("*.json"), key=lambda p: int(p.stem) if p.stem.isdigit() else 0)[:MAX_TRAJECTORIES]
     target = dest / assignment.parent_env_id / assignment.solver
     target.mkdir(parents=True)
-    for file in files:
-        shutil.copy2(file, target / file.name)
+    for i, rel in enumerate(row.get("paths", [])[:MAX_TRAJECTORIES]):
+        file = source / rel
+        if file.is_file():
+            shutil.copy2(file, target / f"{i}.json")
 
 
 def trajectory_digest(path: Path, max_chars: int = 3000) -> str:

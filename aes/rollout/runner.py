@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from aes.agents import TerminalAgent, write_json_atomic
 from aes.config import AgentConfig
 from aes.models import ChatModel
-from aes.rollout.index import AttemptRecord, IndexRow, failure_signature, read_index, write_index
+from aes.rollout.index import AttemptRecord, IndexRow, failure_signature, read_index, row_key, write_index
 from aes.errors import InfrastructureError
 from aes.sandbox import TrialResult, TrialRunner
 from aes.sandbox.trial import AGENT_BROKE, INFRASTRUCTURE
@@ -58,8 +58,8 @@ class EnvRollouts:
     records: list[AttemptRecord] = field(default_factory=list)
     build_error: str | None = None
 
-    def row(self, solver: str) -> IndexRow:
-        return IndexRow.from_attempts(self.env_id, self.task.name, solver, self.records)
+    def row(self, solver: str, batch: str = "", policy_version: int = 0, root: Path | None = None) -> IndexRow:
+        return IndexRow.from_attempts(self.env_id, self.task.name, solver, self.records, batch, policy_version, root)
 
     @property
     def rewards(self) -> list[float]:
@@ -71,7 +71,7 @@ class RolloutRunner:
 
     def __init__(self, solver: ChatModel, agent_cfg: AgentConfig, trials: TrialRunner,
                  out_dir: Path, concurrency: int, solver_name: str | None = None,
-                 infra_limit: int = DEFAULT_INFRA_LIMIT):
+                 infra_limit: int = DEFAULT_INFRA_LIMIT, batch: str = "", policy_version: int = 0):
         self.solver = solver
         self.agent_cfg = agent_cfg
         self.trials = trials
@@ -80,17 +80,29 @@ class RolloutRunner:
         self.solver_name = solver_name or solver.config.name
         self.infra_limit = infra_limit
         """Attempts of one batch that may fail for infrastructure reasons (``infra_failure_limit``)."""
+        self.batch = batch
+        """Name of the batch these attempts are recorded under (a directory below the solver's)."""
+        self.policy_version = policy_version
+        """DPPO updates applied to the solver; recorded with every row of the index."""
         self.infra_failures: Counter[str] = Counter()
         """Cause -> count of attempts lost to the infrastructure, over this runner's life."""
         self._lock = threading.Lock()
 
+    def at(self, batch: str, policy_version: int | None = None, solver_name: str | None = None) -> "RolloutRunner":
+        """The same solver, sandbox and index, recording the batch ``batch`` (of ``policy_version``)."""
+        view = RolloutRunner(self.solver, self.agent_cfg, self.trials, self.root.parent, self.concurrency,
+                             solver_name or self.solver_name, self.infra_limit, batch,
+                             self.policy_version if policy_version is None else policy_version)
+        view._lock, view.infra_failures = self._lock, self.infra_failures
+        return view
+
     def variant(self, solver_name: str) -> "RolloutRunner":
         """The same solver and sandbox, recorded under another name (e.g. diagnostic runs)."""
-        return RolloutRunner(self.solver, self.agent_cfg, self.trials, self.root.parent,
-                             self.concurrency, solver_name, self.infra_limit)
+        return self.at(self.batch, solver_name=solver_name)
 
     def path(self, env_id: str, attempt: int) -> Path:
-        return self.root / env_id / self.solver_name / f"{attempt}.json"
+        base = self.root / env_id / self.solver_name
+        return (base / self.batch if self.batch else base) / f"{attempt}.json"
 
     def run(self, tasks: list[Task], attempts: int, hints: dict[str, str] | None = None,
             show_progress: bool = True) -> dict[str, EnvRollouts]:
@@ -167,14 +179,16 @@ class RolloutRunner:
         return record_from_trajectory(trajectory, path)
 
     def write_index(self, envs) -> None:
-        """Merge these envs' rows into ``index.jsonl`` (rows of other envs are kept)."""
+        """Merge these envs' rows into ``index.jsonl`` (rows of other envs and batches are kept)."""
         with self._lock:
             index = self.root / "index.jsonl"
-            rows = {(r["env_id"], r["solver"]): r for r in read_index(index)}
+            rows = {row_key(r): r for r in read_index(index)}
             for env in envs:
                 if env.records:
-                    rows[(env.env_id, self.solver_name)] = env.row(self.solver_name).to_dict()
-            write_index(index, [IndexRow(**r) for r in rows.values()])
+                    row = env.row(self.solver_name, self.batch, self.policy_version, self.root).to_dict()
+                    rows[row_key(row)] = row
+            fields = set(IndexRow.__dataclass_fields__)
+            write_index(index, [IndexRow(**{k: v for k, v in r.items() if k in fields}) for r in rows.values()])
 
 
 _INFRA_VALUES = frozenset(o.value for o in INFRASTRUCTURE)

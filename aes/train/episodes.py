@@ -177,3 +177,16 @@ def load_groups(root: str | Path, max_seq_len: int, solver: str | None = None,
             if episodes:
                 yield Group(f"{env_dir.name}/{solver_dir.name}", episodes, role,
                             {"env_id": env_dir.name, "solver": solver_dir.name})
+
+
+def groups_of_files(files: dict[str, list[str]], max_seq_len: int, role: str = SOLVER) -> Iterator[Group]:
+    """One group per key (an env id) from its trajectory files; attempts without a reward are
+    left out (see :func:`episode_from_trajectory`)."""
+    for key, paths in files.items():
+        episodes = []
+        for path in paths:
+            episode = episode_from_trajectory(json.loads(Path(path).read_text()), max_seq_len, str(path))
+            if episode is not None:
+                episodes.append(episode)
+        if episodes:
+            yield Group(key, episodes, role, {"env_id": key})

@@ -64,13 +64,22 @@ class TrainableSolver:
 
         return list(load_groups(trajectories, self.cfg.trainer.max_seq_len, solver=self.chat.config.name))
 
-    def proposer_groups(self, run_dir: Path, round: int) -> list:
-        """This round's proposer episodes, grouped by assignment, rewarded with r_P."""
+    def groups_of(self, rollouts: dict) -> list:
+        """One group per env of a rollout batch (``RolloutRunner.run``'s result)."""
+        from aes.train.episodes import groups_of_files
+
+        files = {env_id: [r.path for r in sorted(env.records, key=lambda r: r.attempt) if r.path]
+                 for env_id, env in rollouts.items()}
+        return list(groups_of_files(files, self.cfg.trainer.max_seq_len))
+
+    def proposer_groups(self, trajectories: Path, round: int) -> list:
+        """A generation's proposer episodes, one group per assignment (all its samples), each
+        rewarded with r_P of the env it finally submitted; flat groups are dropped."""
         from aes.train.advantages import proposer_reward
         from aes.train.episodes import PROPOSER, Group, TrajectoryError, episode_from_trajectory
 
         groups: dict[str, list] = {}
-        for path in sorted((run_dir / "proposer" / "proposer_trajectories").glob("*.json")):
+        for path in sorted(trajectories.glob("*.json")):
             data = json.loads(path.read_text())
             extra = data.get("extra") or {}
             assignment = extra.get("assignment") or {}
@@ -105,10 +114,15 @@ class TrainableSolver:
         self.chat.close()
 
 
-def build_trainable_solver(cfg: AesConfig, budget: RunBudget, run_dir: Path) -> TrainableSolver:
+def build_trainable_solver(cfg: AesConfig, budget: RunBudget, paths) -> TrainableSolver:
+    """The trainable solver of ``solver.backend`` (``paths``: the run's :class:`~aes.paths.RunPaths`)."""
     from aes.train.sync import build_weight_sync
 
     backend = cfg.solver.backend
+    if backend == "scripted":
+        from aes.train.simulated import SimulatedSolver
+
+        return SimulatedSolver(cfg, build_model(cfg.solver, budget))
     if backend == "tiny":
         chat = build_model(cfg.solver, budget)
         return TrainableSolver(cfg, chat, chat.policy)
@@ -116,7 +130,7 @@ def build_trainable_solver(cfg: AesConfig, budget: RunBudget, run_dir: Path) -> 
         from aes.models.hf_chat import load_gguf_policy
 
         chat = build_model(cfg.solver, budget)
-        sync = build_weight_sync(cfg.trainer, cfg.solver, rollout=chat, out_dir=run_dir / "checkpoints" / "gguf")
+        sync = build_weight_sync(cfg.trainer, cfg.solver, rollout=chat, out_dir=paths.gguf)
         return TrainableSolver(cfg, chat, _Lazy(lambda: load_gguf_policy(cfg.solver.model)), sync)
     if backend == "openai_compatible":
         from transformers import AutoModelForCausalLM

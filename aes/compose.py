@@ -1,0 +1,120 @@
+"""The composition root: every part of a run is built here, from the config, once.
+
+The entry point (``aes.run`` / ``aes.modes``) calls these builders and hands the parts down;
+nothing below builds a part it does not own. The walk of ``cfg`` goes one way::
+
+    models (solver, proposer) -> sandbox (trials) -> rollouts -> pool, admission, calibration
+        -> proposer stack (harness per episode, tools) -> trainer (inside the trainable solver)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from aes.config import AesConfig
+from aes.models import ChatModel, RunBudget, build_model
+from aes.paths import RunPaths
+
+
+def build_trials(cfg: AesConfig):
+    """The trial runner of ``sandbox.backend``: Docker, or the in-process simulation."""
+    if cfg.sandbox.backend == "simulated":
+        from aes.sandbox.simulated import SimulatedTrials
+
+        return SimulatedTrials(cfg.sandbox, seed=cfg.seed)
+    from aes.sandbox import TrialRunner
+
+    return TrialRunner(cfg.sandbox)
+
+
+def build_rollouts(cfg: AesConfig, paths: RunPaths, solver: ChatModel, trials):
+    from aes.rollout import RolloutRunner
+
+    return RolloutRunner(solver, cfg.agent, trials, paths.root, cfg.sandbox.concurrency,
+                         infra_limit=cfg.infra_failure_limit)
+
+
+def build_admission(cfg: AesConfig, trials, rollouts, grader: ChatModel):
+    """Checks 1-6 and calibration, owned by the run (never by the proposer)."""
+    from aes.admission import Validator
+    from aes.admission.decontam import Decontaminator
+    from aes.admission.pipeline import AdmissionPipeline
+    from aes.admission.review import Reviewer
+    from aes.calibration import Calibrator
+
+    validator = Validator(cfg.sandbox, trials, nop_max_reward=cfg.admission.nop_max_reward)
+    calibrator = Calibrator(cfg.calibration, rollouts)
+    pipeline = AdmissionPipeline(
+        validator,
+        Decontaminator.from_dir(cfg.domain.benchmark_instructions, cfg.admission.ngram),
+        Reviewer(grader, cfg.admission) if cfg.admission.review else None,
+        calibrator,
+    )
+    return validator, pipeline, calibrator
+
+
+def build_proposer_stack(cfg: AesConfig, paths: RunPaths, proposer: ChatModel, rollouts, pool, pipeline, validator):
+    from aes.proposer.generate import ProposerStack
+    from aes.proposer.tools import ProposerTools
+
+    tools = ProposerTools(validator, rollouts, cfg.harness.solver_probe_attempts, paths.probes)
+    return ProposerStack(cfg, paths, pool, proposer, rollouts, pipeline, tools)
+
+
+@dataclass
+class FlywheelParts:
+    """Everything the flywheel drives, built once."""
+
+    cfg: AesConfig
+    paths: RunPaths
+    budget: RunBudget
+    solver: object
+    """The trainable solver (:class:`aes.train.policy.TrainableSolver`)."""
+    proposer: ChatModel
+    trials: object
+    rollouts: object
+    pool: object
+    calibrator: object
+    stack: object
+    metrics: object
+
+    def close(self) -> None:
+        self.metrics.close()
+        if self.proposer is not self.solver.chat:
+            self.proposer.close()
+        self.solver.close()
+
+
+def build_flywheel(cfg: AesConfig, run_dir: Path) -> FlywheelParts:
+    """The parts of ``mode=run``; models are health-checked before any container starts."""
+    from aes.models import check_models
+    from aes.pool import PoolStore
+    from aes.report.metrics import MetricsLogger
+    from aes.train.policy import build_trainable_solver
+
+    paths = RunPaths(Path(run_dir))
+    budget = RunBudget(cfg.budget)
+    solver = build_trainable_solver(cfg, budget, paths)
+    proposer = solver.chat if cfg.flywheel.shared_policy else build_proposer(cfg, budget, solver.chat)
+    try:
+        check_models(solver.chat, proposer)
+    except BaseException:
+        if proposer is not solver.chat:
+            proposer.close()
+        solver.close()
+        raise
+    trials = build_trials(cfg)
+    rollouts = build_rollouts(cfg, paths, solver.chat, trials)
+    pool = PoolStore(paths.pool)
+    validator, pipeline, calibrator = build_admission(cfg, trials, rollouts, proposer)
+    stack = build_proposer_stack(cfg, paths, proposer, rollouts, pool, pipeline, validator)
+    return FlywheelParts(cfg, paths, budget, solver, proposer, trials, rollouts, pool, calibrator, stack,
+                         MetricsLogger(cfg.logger, paths.root))
+
+
+def build_proposer(cfg: AesConfig, budget: RunBudget, solver_chat: ChatModel) -> ChatModel:
+    """The proposer's model; the solver's engine when both configs are the same model."""
+    if cfg.proposer == cfg.solver:
+        return solver_chat
+    return build_model(cfg.proposer, budget)

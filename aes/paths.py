@@ -1,0 +1,86 @@
+"""Where everything of a run lives, in one place.
+
+::
+
+    RUN_DIR/
+      config.yaml  metrics.jsonl  report.html
+      pool/                          the pool database and content-addressed task files
+      trajectories/                  every solver attempt (one record: index.jsonl)
+        <env_id>/<solver>/[<batch>/]<attempt>.json
+      proposer/
+        workspaces/<assignment>/     one per proposer episode
+        memory/ tools/ skills/       what the proposer keeps and edits across rounds
+        proposer_trajectories/       one per finished episode (r_P is read from these)
+        infrastructure_failures/     episodes the infrastructure cut short (never scored)
+        reflection/                  the diff each reflection made to memory/tools/skills
+      probes/                        the proposer's ``solver_model`` runs on its drafts
+      checkpoints/                   trainer state (resumable) and exported weights
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """The paths of one run dir."""
+
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.html"
+
+    @property
+    def pool(self) -> Path:
+        return self.root / "pool"
+
+    @property
+    def trajectories(self) -> Path:
+        return self.root / "trajectories"
+
+    @property
+    def index(self) -> Path:
+        return self.trajectories / "index.jsonl"
+
+    @property
+    def proposer(self) -> Path:
+        return self.root / "proposer"
+
+    @property
+    def workspaces(self) -> Path:
+        return self.proposer / "workspaces"
+
+    @property
+    def proposer_trajectories(self) -> Path:
+        return self.proposer / "proposer_trajectories"
+
+    @property
+    def infrastructure_failures(self) -> Path:
+        return self.proposer / "infrastructure_failures"
+
+    @property
+    def reflection(self) -> Path:
+        return self.proposer / "reflection"
+
+    @property
+    def probes(self) -> Path:
+        return self.root / "probes"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def gguf(self) -> Path:
+        return self.checkpoints / "gguf"

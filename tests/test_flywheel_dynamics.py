@@ -1,0 +1,98 @@
+"""The flywheel's dynamics, in seconds: the simulated sandbox and scripted solver and proposer
+(``experiment=simulated``) run 20 generations with self-play, and the loop must do what the
+paper says it does (§3.3, App. G.1) — one property per test, all read off one run."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from aes.compose import build_flywheel
+from aes.config import compose_config
+from aes.flywheel import Flywheel
+from aes.pool import AssignmentLog
+from aes.sandbox.simulated import difficulty
+
+ROUNDS = 20
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("simulated")
+    cfg = compose_config(["experiment=simulated", f"flywheel.rounds={ROUNDS}"])
+    flywheel = Flywheel(build_flywheel(cfg, run_dir))
+    try:
+        seeds = [difficulty(e.load()) for e in _seed(flywheel)]
+        flywheel.run()
+    finally:
+        flywheel.close()
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return cfg, run_dir, flywheel, rows, seeds
+
+
+def _seed(flywheel):
+    from aes.proposer.generate import seed_pool
+
+    seed_pool(flywheel.stack)
+    return flywheel.pool.envs("admitted")
+
+
+def test_every_generation_reads_the_newest_policys_rollouts(run):
+    cfg, _, _, rows, _ = run
+    rounds = [r for r in rows if r["event"] == "round"]
+    assert len(rounds) == ROUNDS
+    for row in rounds:  # the policy that made the rollouts is the policy of that moment, not round one's
+        assert row["assignments/rollout_update"] == row["assignments/policy_version"], row
+    assert len({r["assignments/rollout_update"] for r in rounds}) > ROUNDS // 2
+
+
+def test_the_solver_is_trained_every_step_and_the_proposer_once_per_generation(run):
+    cfg, _, flywheel, rows, _ = run
+    steps = [r for r in rows if r["event"] in ("update", "no_update")]
+    assert len(steps) == ROUNDS * cfg.flywheel.proposer_interval
+    with_proposer = [r for r in steps if r["proposer/groups"]]
+    assert with_proposer and all(r["proposer/trained_once"] for r in with_proposer)
+    per_round = Counter(r["round"] for r in with_proposer)
+    assert max(per_round.values()) == 1  # once per generation, never again
+    assert all(r["proposer/samples_per_group"] == cfg.flywheel.proposer_samples for r in with_proposer)
+
+
+def test_refresh_retires_what_the_improved_solver_always_solves_and_replaces_it(run):
+    cfg, _, flywheel, rows, _ = run
+    refreshes = [r for r in rows if r["event"] == "refresh"]
+    assert len(refreshes) >= ROUNDS * cfg.flywheel.proposer_interval // cfg.trainer.updates_per_refresh - 1
+    assert sum(r["retired"] for r in refreshes) > 0 and sum(r["replacements"] for r in refreshes) > 0
+    retired = flywheel.pool.envs("retired")
+    assert any((e.mean_reward or 0) > cfg.calibration.band_high for e in retired)
+    parents = {row["parent_id"] for row in AssignmentLog(flywheel.pool).rows()}
+    assert parents & {e.env_id for e in retired}  # replacements were assigned from the retired envs
+
+
+def test_the_pool_gets_harder_as_the_solver_gets_better(run):
+    _, run_dir, flywheel, rows, seeds = run
+    skill = flywheel.solver.chat.skill
+    assert skill > 2.0
+    admitted = [difficulty(e.load()) for e in flywheel.pool.envs("admitted")]
+    assert statistics.fmean(admitted) > statistics.fmean(seeds) + 1.0
+
+
+def test_the_proposer_reflects_between_rounds(run):
+    _, run_dir, _, rows, _ = run
+    diffs = sorted((run_dir / "proposer" / "reflection").glob("round_*.diff"))
+    assert len(diffs) == ROUNDS and all("memory/notes.md" in d.read_text() for d in diffs)
+
+
+def test_a_killed_run_resumes_where_it_stopped(run, tmp_path):
+    cfg, run_dir, flywheel, rows, _ = run
+    again = Flywheel(build_flywheel(cfg, Path(run_dir)))
+    try:
+        again.run()  # everything is done: nothing runs again
+    finally:
+        again.close()
+    after = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r for r in after if r["event"] in ("update", "no_update", "round")] == \
+        [r for r in rows if r["event"] in ("update", "no_update", "round")]
