@@ -8,7 +8,9 @@
 - :mod:`aes.train.sync` weight sync to the rollout engine (llama.cpp via GGUF export, in-process, vLLM)
 - :mod:`aes.train.gguf_export` trained weights as a GGUF for llama.cpp
 - :mod:`aes.train.warm_ops` build DeepSpeed's ops ahead of time (``python -m aes.train.warm_ops``)
-- :mod:`aes.train.trainer` :class:`DPPOTrainer`, what the flywheel calls
+- :mod:`aes.train.trainer` :class:`PolicyTrainer` (engine, steps, checkpoints) and :class:`DPPOTrainer`, what the flywheel calls
+- :mod:`aes.train.render` stored trajectories without token ids rendered with the policy's chat template
+- :mod:`aes.train.sft` the cold start: supervised fine-tuning on selected trajectories (``mode=sft``)
 """
 
 from aes.train.advantages import (
@@ -45,7 +47,7 @@ from aes.train.sync import (
     WeightSync,
     build_weight_sync,
 )
-from aes.train.trainer import DPPOTrainer
+from aes.train.trainer import DPPOTrainer, PolicyTrainer
 
 __all__ = [
     "ADMITTED", "BROKEN", "PROPOSER", "SOLVER", "VALID",
