@@ -51,7 +51,8 @@ from aes.train.trainer import DPPOTrainer, PolicyTrainer
 
 __all__ = [
     "ADMITTED", "BROKEN", "PROPOSER", "SOLVER", "VALID",
-    "Batch", "CopyWeights", "DPPOTrainer", "Episode", "GGUFExport", "Group", "GroupBatcher", "Sample", "SharedModule",
+    "Batch", "CopyWeights", "DPPOTrainer", "Episode", "GGUFExport", "Group", "GroupBatcher", "PolicyTrainer",
+    "Sample", "SharedModule",
     "TrajectoryError", "Turn", "VLLMColocated", "VLLMServer", "WeightSync",
     "admission_outcome", "advantage_samples", "build_weight_sync", "dppo_loss", "episode_from_trajectory",
     "group_advantages", "has_spread", "load_groups", "pack_turns", "proposer_reward", "token_logprobs",
