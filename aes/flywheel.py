@@ -33,6 +33,7 @@ from aes.proposer.generate import assign, run_assignments, seed_pool, summarize
 from aes.report.html import write_report
 from aes.rollout import latest_rows, read_index
 from aes.train.advantages import has_spread
+from aes.train.step import train_step
 
 log = logging.getLogger("aes")
 DIFFICULTY = {"starter": 0, "easy": 1, "medium": 2, "hard": 3}
@@ -116,30 +117,26 @@ class Flywheel:
         right after their generation) the proposer's groups when the policy is shared."""
         groups, collected = self.solver_groups()
         proposer = self.pending_proposer_groups(round_)
-        stats, trained = None, 0
+        trained = self.pool.get_meta(f"flywheel.round.{round_}.proposer_updates", 0) + bool(proposer)
+        row = {"round": round_ + 1, "update": self.updates + 1, "groups_collected": collected,
+               "solver/groups": len(groups), "proposer/groups": len(proposer),
+               "proposer/samples_per_group": (statistics.fmean(len(g.episodes) for g in proposer) if proposer else 0),
+               "proposer/trained_once": bool(proposer) and trained == 1}
+        self.step += 1
+        stats = None
         if groups or proposer:
-            stats = self.solver.update(groups + proposer, collected)
+            stats = train_step(self.solver, groups + proposer, collected, self.metrics, step=self.step, **row)
             self.updates += 1
             self.solver.save(self.paths.checkpoints)
             if proposer:
                 self.pool.set_meta(f"flywheel.round.{round_}.proposer_trained", True)
-                trained = self.pool.get_meta(f"flywheel.round.{round_}.proposer_updates", 0) + 1
                 self.pool.set_meta(f"flywheel.round.{round_}.proposer_updates", trained)
         else:
             log.warning("no DPPO update at step %d: none of the %d groups drawn had rewards that differ between "
-                        "attempts (no reward spread), so there is nothing to learn from this time",
-                        self.step + 1, collected)
-        self.step += 1
+                        "attempts (no reward spread), so there is nothing to learn from this time", self.step, collected)
+            self.metrics.log({"event": "no_update", "step": self.step, **row, "update": self.updates}, step=self.step)
         self.pool.set_meta("flywheel.updates", self.updates)
         self.pool.set_meta("flywheel.step", self.step)
-        row = {"event": "update" if stats else "no_update", "round": round_ + 1, "step": self.step,
-               "update": self.updates, "groups_collected": collected, "solver/groups": len(groups),
-               "proposer/groups": len(proposer),
-               "proposer/samples_per_group": (statistics.fmean(len(g.episodes) for g in proposer) if proposer else 0),
-               "proposer/trained_once": bool(proposer) and trained == 1}
-        if stats:
-            row.update({"solver_reward_mean": stats.get("reward_mean"), **{f"dppo/{k}": v for k, v in stats.items()}})
-        self.metrics.log(row, step=self.step)
         return stats
 
     def pending_proposer_groups(self, round_: int) -> list:

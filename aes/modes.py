@@ -149,6 +149,7 @@ def train(cfg: AesConfig, run_dir: Path) -> bool:
     from aes.report.metrics import MetricsLogger
     from aes.train.advantages import GroupBatcher
     from aes.train.policy import build_trainable_solver
+    from aes.train.step import train_step
 
     if not cfg.trajectories:
         raise ConfigError("mode=train needs trajectories=DIR: a trajectories/ dir written by mode=rollout")
@@ -166,9 +167,8 @@ def train(cfg: AesConfig, run_dir: Path) -> bool:
             batch = batcher.fill(groups)
             if not batch.groups:
                 break
-            stats = solver.trainer.update(batch)
             updates += 1
-            metrics.log({"event": "update", "update": updates, **{f"dppo/{k}": v for k, v in stats.items()}})
+            stats = train_step(solver, batch.groups, batch.collected, metrics, step=updates, update=updates)
             log.info("update %d: %d groups, reward mean %.3f, masked fraction %.4f", updates, batch.kept,
                      stats.get("reward_mean", float("nan")), stats.get("masked_fraction", float("nan")))
             if not batch.full:
@@ -177,8 +177,8 @@ def train(cfg: AesConfig, run_dir: Path) -> bool:
             log.error("nothing to train on: none of the %d groups in %s has rewards that differ between "
                       "attempts", batcher.collected_total, cfg.trajectories)
             return False
-        solver.save(run_dir / "checkpoints")
-        log.info("%d update(s); checkpoint in %s", updates, run_dir / "checkpoints")
+        solver.save(RunPaths(run_dir).checkpoints)
+        log.info("%d update(s); checkpoint in %s", updates, RunPaths(run_dir).checkpoints)
         return True
     finally:
         metrics.close()

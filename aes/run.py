@@ -15,7 +15,6 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from aes.config import AesConfig, ConfigError, load_config, register_schema
-from aes.config import schema as _schema
 from aes.errors import InfrastructureError
 from aes.report.sizes import describe_sizes
 from aes.sandbox.docker_backend import SandboxError
@@ -78,8 +77,6 @@ def _stop(message: str, status: int) -> None:
     raise SystemExit(status) from None
 
 
-if "sft" not in _schema.MODES:  # mode=sft (aes/train/sft.py) until aes/config/schema.py lists it in MODES
-    _schema.MODES = (*_schema.MODES, "sft")
 register_schema()
 
 

@@ -227,3 +227,19 @@ def test_readme_config_table_lists_only_options_that_exist():
         for group in groups.split(","):
             for option in re.findall(r"`([\w-]+)`", options):
                 assert (CONF_DIR / group.strip() / f"{option}.yaml").exists(), f"README lists {group.strip()}={option}"
+
+
+def test_every_schema_field_is_read_somewhere():
+    """A field nobody reads is a knob that does nothing: wire it or delete it."""
+    import dataclasses
+    import re
+
+    from aes.config import schema
+
+    from tests.conftest import REPO
+
+    source = "\n".join(p.read_text() for p in (REPO / "aes").rglob("*.py") if p.name != "schema.py")
+    unread = [f"{cls.__name__}.{f.name}" for cls in vars(schema).values()
+              if isinstance(cls, type) and dataclasses.is_dataclass(cls) for f in dataclasses.fields(cls)
+              if not re.search(rf"\.{f.name}\b|[\"']{f.name}[\"']", source)]
+    assert unread == []

@@ -14,6 +14,7 @@ from aes.config.schema import (
     LoggerConfig,
     ModelConfig,
     SandboxConfig,
+    SFTConfig,
     TrainerConfig,
 )
 
@@ -33,6 +34,7 @@ __all__ = [
     "LoggerConfig",
     "ModelConfig",
     "SandboxConfig",
+    "SFTConfig",
     "TrainerConfig",
     "load_config",
 ]

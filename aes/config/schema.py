@@ -19,7 +19,7 @@ class ConfigError(ValueError):
     """A config value that cannot work; the message says what to set."""
 
 
-MODES = ("run", "validate", "rollout", "calibrate", "generate", "train", "eval")
+MODES = ("run", "validate", "rollout", "calibrate", "generate", "train", "eval", "sft")
 
 
 @dataclass
@@ -269,7 +269,8 @@ class TrainerConfig:
     proposer_partial_reward: float = 0.5
     """Proposer reward r_P of a valid environment that was not admitted (broken: 0, admitted: 1)."""
     weight_sync: str = "auto"
-    """How the rollout engine gets new weights: auto (from solver.backend), gguf, shared, copy, vllm_server or vllm_colocate."""
+    """How the rollout engine gets new weights: auto (the solver backend's default), gguf, shared, copy or
+    vllm_server (which backend allows which: aes/train/backends.py)."""
     vllm_group_port: int = 51216
     """Port of the NCCL rendezvous between trainer and vLLM server (weight_sync=vllm_server)."""
     updates_per_refresh: int = 16
@@ -298,8 +299,8 @@ class TrainerConfig:
                               f"trainer.max_seq_len ({self.max_seq_len})")
         if not 0.0 <= self.proposer_partial_reward <= 1.0:
             raise ConfigError("trainer.proposer_partial_reward must lie in [0, 1]")
-        if self.weight_sync not in ("auto", "gguf", "shared", "copy", "vllm_server", "vllm_colocate"):
-            raise ConfigError("trainer.weight_sync must be auto, gguf, shared, copy, vllm_server or vllm_colocate, "
+        if self.weight_sync not in ("auto", "gguf", "shared", "copy", "vllm_server"):
+            raise ConfigError("trainer.weight_sync must be auto, gguf, shared, copy or vllm_server, "
                               f"got {self.weight_sync!r}")
 
 
@@ -448,6 +449,54 @@ class FlywheelConfig:
 
 
 @dataclass
+class SFTConfig:
+    """Cold-start fine-tuning (``mode=sft``; paper App. H). Sequence length, micro-batching,
+    DeepSpeed and (by default) the learning rate come from ``trainer``; the seed from ``seed``."""
+
+    role: str = "any"
+    """Trajectories to train on: proposer, solver or any."""
+    proposer_outcomes: list[str] = field(default_factory=lambda: ["admitted"])
+    """Proposer episodes whose extra.outcome is one of these (broken, valid, admitted)."""
+    min_reward: float = 1.0
+    """Solver attempts whose extra.reward is at least this (attempts without a reward never count)."""
+    max_trajectories: Optional[int] = None
+    """Most trajectories after the filters (paper: 600 proposer, 75 HiL); None keeps all."""
+    select: str = "newest"
+    """Which ones when there are more: newest (last step's timestamp) or random (with the run's seed)."""
+    epochs: int = 1
+    """Passes over the selected trajectories (shuffled with the run's seed each pass)."""
+    trajectories_per_step: int = 8
+    """Trajectories per optimizer step; the loss is the token mean over all of their assistant tokens."""
+    lr: Optional[float] = None
+    """Learning rate of the fine-tuning; None uses trainer.lr."""
+    tool_format: str = "auto"
+    """Tool calls of rendered trajectories: native (the template's tool-call syntax), fenced (the
+    agent's fenced-block mode) or auto (fenced for tiny/local solvers, else native when the chat
+    template renders tool_calls); see aes/train/render.py."""
+    rerender: bool = False
+    """Render every trajectory from its messages even where it carries token ids."""
+    export: bool = True
+    """Also write the weights as a transformers model (and a GGUF for local solvers) to RUN_DIR/sft_model/."""
+
+    def __post_init__(self) -> None:
+        if self.role not in ("any", "proposer", "solver"):
+            raise ConfigError(f"sft.role must be one of {'any, proposer, solver'}, got {self.role!r}")
+        bad = [o for o in self.proposer_outcomes if o not in ("broken", "valid", "admitted")]
+        if bad:
+            raise ConfigError(f"sft.proposer_outcomes must be broken, valid or admitted, got {bad}")
+        if self.select not in ("newest", "random"):
+            raise ConfigError(f"sft.select must be newest or random, got {self.select!r}")
+        if self.max_trajectories is not None and self.max_trajectories < 1:
+            raise ConfigError("sft.max_trajectories must be >= 1, or null for all")
+        if self.epochs < 1 or self.trajectories_per_step < 1:
+            raise ConfigError("sft.epochs and sft.trajectories_per_step must be >= 1")
+        if self.lr is not None and self.lr <= 0:
+            raise ConfigError(f"sft.lr must be > 0, got {self.lr}")
+        if self.tool_format not in ("auto", "native", "fenced"):
+            raise ConfigError(f"sft.tool_format must be one of {'auto, native, fenced'}, got {self.tool_format!r}")
+
+
+@dataclass
 class BudgetConfig:
     """Run-level spending limits on model calls (``budget.*``)."""
 
@@ -462,7 +511,7 @@ class AesConfig:
     """The root config (``conf/config.yaml``)."""
 
     mode: str = "run"
-    """run (the flywheel), validate, rollout, calibrate, generate, train or eval."""
+    """run (the flywheel), validate, rollout, calibrate, generate, train, eval or sft (the cold start)."""
     tasks: Optional[str] = None
     """Task directory (or directory of tasks) for validate/rollout/calibrate/eval."""
     attempts: int = 4
@@ -505,6 +554,8 @@ class AesConfig:
     """Spending limits on model calls for the whole run."""
     flywheel: FlywheelConfig = field(default_factory=FlywheelConfig)
     """Sizes of the whole loop."""
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    """The cold start (mode=sft)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -8,7 +8,6 @@ import random
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 from aes.admission.pipeline import AdmissionPipeline
 from aes.config import AesConfig, ConfigError

@@ -87,11 +87,9 @@ class ImageBuilder:
             return ref, image_id, None
         key = _normalise(ref)
         if self.cfg.pull_missing and key not in self._pull_failed:
-            try:
-                self.client.images.pull(key)
+            if self._pull(key):
                 return ref, self._local_image_id(ref), None
-            except docker.errors.APIError:
-                self._pull_failed.add(key)
+            self._pull_failed.add(key)
         alias = self._aliases.get(key)
         if alias is None:
             return ref, None, Reason(
@@ -110,6 +108,35 @@ class ImageBuilder:
             self._warned.add(key)
             log.warning("using local %s in place of %s (it cannot be pulled)", alias, ref)
         return alias, alias_id, None
+
+    def _pull(self, ref: str) -> bool:
+        """Pull ``ref`` within ``sandbox.pull_timeout_sec``; False if it cannot be had in time."""
+        repo, _, tag = ref.rpartition(":") if "@" not in ref else (ref, "", "")
+        api = self.client.api
+        try:
+            response = api.post(f"{api.base_url}/v{api.api_version}/images/create",
+                                params={"fromImage": repo or ref, "tag": tag or None}, stream=True, timeout=(30, None))
+        except Exception:  # noqa: BLE001 - an engine that cannot reach a registry: fall back to the alias
+            return False
+        fired = threading.Event()
+        timer = threading.Timer(self.cfg.pull_timeout_sec, _abort_response, args=(response, fired))
+        timer.daemon = True
+        timer.start()
+        try:
+            if response.status_code >= 400:
+                return False
+            for raw in response.iter_lines():
+                if raw and b'"error"' in raw:
+                    return False
+        except Exception:  # noqa: BLE001 - cut by the timer, or the engine went away
+            return False
+        finally:
+            timer.cancel()
+            response.close()
+        if fired.is_set():
+            log.warning("pulling %s took longer than sandbox.pull_timeout_sec=%g s: gave up", ref, self.cfg.pull_timeout_sec)
+            return False
+        return self._local_image_id(ref) is not None
 
     def rewrite_from(self, dockerfile: str) -> tuple[str, list[str], list[str], Reason | None]:
         """Dockerfile with substituted bases, substitutions made, base ids, first failure."""

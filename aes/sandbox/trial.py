@@ -382,8 +382,6 @@ class _Background:
 
 
 def _infra_outcome(exc: Exception) -> Outcome:
-    from aes.sandbox.docker_backend import SandboxError
-
     return Outcome.SANDBOX_ERROR if isinstance(exc, SandboxError) else Outcome.INFRA_ERROR
 
 

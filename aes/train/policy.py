@@ -23,7 +23,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from aes.config import AesConfig, ConfigError
+from aes.config import AesConfig
 from aes.models import ChatModel, RunBudget, build_model
 
 log = logging.getLogger(__name__)
@@ -114,29 +114,8 @@ class TrainableSolver:
         self.chat.close()
 
 
-def build_trainable_solver(cfg: AesConfig, budget: RunBudget, paths) -> TrainableSolver:
-    """The trainable solver of ``solver.backend`` (``paths``: the run's :class:`~aes.paths.RunPaths`)."""
-    from aes.train.sync import build_weight_sync
+def build_trainable_solver(cfg: AesConfig, budget: RunBudget, paths):
+    """The trainable solver of ``solver.backend`` (the registry: :mod:`aes.train.backends`)."""
+    from aes.train.backends import build_trainable_solver as build
 
-    backend = cfg.solver.backend
-    if backend == "scripted":
-        from aes.train.simulated import SimulatedSolver
-
-        return SimulatedSolver(cfg, build_model(cfg.solver, budget))
-    if backend == "tiny":
-        chat = build_model(cfg.solver, budget)
-        return TrainableSolver(cfg, chat, chat.policy)
-    if backend == "local":
-        from aes.models.hf_chat import load_gguf_policy
-
-        chat = build_model(cfg.solver, budget)
-        sync = build_weight_sync(cfg.trainer, cfg.solver, rollout=chat, out_dir=paths.gguf)
-        return TrainableSolver(cfg, chat, _Lazy(lambda: load_gguf_policy(cfg.solver.model)), sync)
-    if backend == "openai_compatible":
-        from transformers import AutoModelForCausalLM
-
-        chat = build_model(cfg.solver, budget)
-        model = _Lazy(lambda: AutoModelForCausalLM.from_pretrained(cfg.solver.model))
-        return TrainableSolver(cfg, chat, model, build_weight_sync(cfg.trainer, cfg.solver))
-    raise ConfigError(f"solver.backend={backend} cannot be trained: choose an open solver "
-                      "(solver=local, solver=tiny, or solver=qwen served by vLLM)")
+    return build(cfg, budget, paths)

@@ -29,8 +29,7 @@ trajectories=DIR`` does that here:
    loads it) plus, for ``solver.backend=local``, ``sft_model/policy.gguf`` (``solver.model``
    of a local config).
 
-:class:`SFTConfig` holds the settings; until the schema has an ``sft`` section its defaults
-apply (:meth:`SFTConfig.from_config` reads ``cfg.sft`` once it exists).
+:class:`~aes.config.SFTConfig` (``sft.*``) holds the settings.
 """
 
 from __future__ import annotations
@@ -40,78 +39,20 @@ import json
 import logging
 import random
 from collections import Counter
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from aes.config import AesConfig, ConfigError, ModelConfig
+from aes.config import AesConfig, ConfigError, ModelConfig, SFTConfig
 from aes.train.episodes import PROPOSER, SOLVER, Sample, TrajectoryError, pack_turns
-from aes.train.render import TOOL_FORMATS, is_proposer, sft_turns
+from aes.train.render import is_proposer, sft_turns
 
 log = logging.getLogger(__name__)
 
-ROLES = ("any", PROPOSER, SOLVER)
-SELECTIONS = ("newest", "random")
 SKIP_DIRS = frozenset({"infra", "infrastructure_failures"})
 """Where aes keeps attempts and episodes the infrastructure cut short: never training data."""
 NO_TOOL_BACKENDS = ("tiny", "local", "transformers", "hf")
 """Backends whose chat clients have no function calling (the agent uses fenced blocks)."""
-
-
-@dataclass
-class SFTConfig:
-    """Cold-start fine-tuning (``mode=sft``; paper App. H). Sequence length, micro-batching,
-    DeepSpeed and (by default) the learning rate come from ``trainer``; the seed from ``seed``."""
-
-    role: str = "any"
-    """Trajectories to train on: proposer, solver or any."""
-    proposer_outcomes: list[str] = field(default_factory=lambda: ["admitted"])
-    """Proposer episodes whose extra.outcome is one of these (broken, valid, admitted)."""
-    min_reward: float = 1.0
-    """Solver attempts whose extra.reward is at least this (attempts without a reward never count)."""
-    max_trajectories: Optional[int] = None
-    """Most trajectories after the filters (paper: 600 proposer, 75 HiL); None keeps all."""
-    select: str = "newest"
-    """Which ones when there are more: newest (last step's timestamp) or random (with the run's seed)."""
-    epochs: int = 1
-    """Passes over the selected trajectories (shuffled with the run's seed each pass)."""
-    trajectories_per_step: int = 8
-    """Trajectories per optimizer step; the loss is the token mean over all of their assistant tokens."""
-    lr: Optional[float] = None
-    """Learning rate of the fine-tuning; None uses trainer.lr."""
-    tool_format: str = "auto"
-    """Tool calls of rendered trajectories: native (the template's tool-call syntax), fenced (the
-    agent's fenced-block mode) or auto (fenced for tiny/local solvers, else native when the chat
-    template renders tool_calls); see aes/train/render.py."""
-    rerender: bool = False
-    """Render every trajectory from its messages even where it carries token ids."""
-    export: bool = True
-    """Also write the weights as a transformers model (and a GGUF for local solvers) to RUN_DIR/sft_model/."""
-
-    def __post_init__(self) -> None:
-        if self.role not in ROLES:
-            raise ConfigError(f"sft.role must be one of {', '.join(ROLES)}, got {self.role!r}")
-        bad = [o for o in self.proposer_outcomes if o not in ("broken", "valid", "admitted")]
-        if bad:
-            raise ConfigError(f"sft.proposer_outcomes must be broken, valid or admitted, got {bad}")
-        if self.select not in SELECTIONS:
-            raise ConfigError(f"sft.select must be newest or random, got {self.select!r}")
-        if self.max_trajectories is not None and self.max_trajectories < 1:
-            raise ConfigError("sft.max_trajectories must be >= 1, or null for all")
-        if self.epochs < 1 or self.trajectories_per_step < 1:
-            raise ConfigError("sft.epochs and sft.trajectories_per_step must be >= 1")
-        if self.lr is not None and self.lr <= 0:
-            raise ConfigError(f"sft.lr must be > 0, got {self.lr}")
-        if self.tool_format not in TOOL_FORMATS:
-            raise ConfigError(f"sft.tool_format must be one of {', '.join(TOOL_FORMATS)}, got {self.tool_format!r}")
-
-    @classmethod
-    def from_config(cls, cfg: AesConfig) -> SFTConfig:
-        """``cfg.sft`` when the schema has it (any object with these fields), else the defaults."""
-        section = getattr(cfg, "sft", None)
-        if section is None:
-            return cls()
-        return cls(**{f.name: getattr(section, f.name) for f in fields(cls) if hasattr(section, f.name)})
 
 
 # -- selection --------------------------------------------------------------------------
@@ -317,7 +258,7 @@ def cold_start(cfg: AesConfig, run_dir: Path, metrics: Any = None, policy: Any =
     if not cfg.trajectories:
         raise ConfigError("mode=sft needs trajectories=DIR: a dir of ATIF trajectories (a run dir, its "
                           "trajectories/ or proposer/proposer_trajectories/)")
-    sft = SFTConfig.from_config(cfg)
+    sft = cfg.sft
     selection = select_trajectories(cfg.trajectories, sft, cfg.seed)
     log.info("%s in %s", selection.summary(), cfg.trajectories)
     if not selection.kept:

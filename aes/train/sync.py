@@ -18,7 +18,8 @@ checkpoint load), five implementations:
 - :class:`VLLMServer` — a running ``vllm serve`` started with ``VLLM_SERVER_DEV_MODE=1`` and
   ``--weight-transfer-config '{"backend": "nccl"}'``: weights are broadcast over NCCL through
   vLLM's weight-transfer endpoints (TRL's ``VLLMClient``); the server is never restarted.
-- :class:`VLLMColocated` — an in-process ``vllm.LLM``: ``model.load_weights`` (TRL's colocate path).
+- :class:`VLLMColocated` — an in-process ``vllm.LLM``: ``model.load_weights`` (TRL's colocate path);
+  a building block for a future in-process vLLM solver backend (no config value reaches it yet).
 
 vLLM is imported lazily and only by the last two. mu in the DPPO ratio is always the
 log-prob the rollout engine reported; start vLLM with ``--logprobs-mode processed_logprobs``
@@ -37,7 +38,6 @@ import torch
 
 from aes.config import ConfigError, ModelConfig, TrainerConfig
 
-IN_PROCESS_BACKENDS = ("tiny", "transformers", "hf")
 
 
 class WeightSync(Protocol):
@@ -220,26 +220,17 @@ class VLLMColocated:
 
 
 def build_weight_sync(cfg: TrainerConfig, solver: ModelConfig, rollout: Any = None,
-                      out_dir: str | Path | None = None) -> WeightSync:
-    """The sync ``trainer.weight_sync`` names; ``auto`` follows ``solver.backend``.
+                      out_dir: str | Path | None = None, mode: str | None = None) -> WeightSync | None:
+    """The weight sync ``mode`` (default ``trainer.weight_sync``; which ones a solver backend can
+    do, and what ``auto`` means for it, is :mod:`aes.train.backends`' business).
 
     ``rollout`` is what the rollout engine generates with: the policy (whose ``version`` is
-    bumped) for ``shared``, the module for ``copy``, the ``LocalChat`` for ``gguf``, the
-    ``vllm.LLM`` for ``vllm_colocate``. ``out_dir`` holds the GGUF exports (default: a temp dir).
+    bumped) for ``shared``, the module for ``copy``, the ``LocalChat`` for ``gguf``.
+    ``out_dir`` holds the GGUF exports (default: a temp dir).
     """
-    mode = cfg.weight_sync
-    if mode == "auto":
-        if solver.backend in IN_PROCESS_BACKENDS:
-            mode = "shared"
-        elif solver.backend == "local":
-            mode = "gguf"
-        elif solver.backend == "openai_compatible":
-            mode = "vllm_server"
-        else:
-            raise ConfigError(
-                f"solver.backend={solver.backend} cannot take new weights: train an open solver "
-                f"(solver.backend local, {', '.join(IN_PROCESS_BACKENDS)} or openai_compatible with vLLM), "
-                "or set trainer.weight_sync explicitly")
+    mode = mode or cfg.weight_sync
+    if mode == "none":
+        return None
     if mode == "gguf":
         from aes.models.local import resolve_gguf
 
@@ -258,6 +249,4 @@ def build_weight_sync(cfg: TrainerConfig, solver: ModelConfig, rollout: Any = No
         if not solver.base_url:
             raise ConfigError("trainer.weight_sync=vllm_server needs solver.base_url (the vLLM server)")
         return VLLMServer(solver.base_url, cfg.vllm_group_port)
-    if rollout is None:
-        raise ConfigError("trainer.weight_sync=vllm_colocate needs the in-process vllm.LLM")
-    return VLLMColocated(rollout)
+    raise ConfigError(f"trainer.weight_sync={mode} is not a weight sync aes knows")

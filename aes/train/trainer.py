@@ -31,10 +31,13 @@ from typing import Any
 
 import torch
 
-from aes.config import TrainerConfig
+from aes.config import ConfigError, TrainerConfig
 from aes.train.advantages import Batch, advantage_samples
 from aes.train.batching import collate, pack, shard
 from aes.train.dppo import dppo_loss, merge_stats, token_logprobs
+
+LOSSES = {"dppo": dppo_loss}
+"""Registered policy-gradient variants (``trainer.algorithm``): name -> loss over a micro-batch."""
 from aes.train.engine import build_engine, load_checkpoint, save_checkpoint
 from aes.train.episodes import Group, Sample
 from aes.train.sync import SharedModule, WeightSync, full_parameters
@@ -85,6 +88,11 @@ class PolicyTrainer:
 
     def __init__(self, cfg: TrainerConfig, policy: Any, sync: WeightSync | None = None,
                  pad_id: int | None = None):
+        if cfg.algorithm not in LOSSES:
+            raise ConfigError(f"trainer.algorithm={cfg.algorithm} is not registered: choose one of {', '.join(LOSSES)}")
+        if cfg.kl_coef:
+            raise ConfigError("trainer.kl_coef must be 0: a KL term needs a reference model, which aes does not keep")
+        self.loss = LOSSES[cfg.algorithm]
         self.cfg = cfg
         self.model = policy_module(policy)
         self.tokenizer = getattr(policy, "tokenizer", None)
@@ -264,7 +272,7 @@ class DPPOTrainer(PolicyTrainer):
                                        with_entropy=cfg.entropy_coef > 0)
         del logits
         mask = mb.loss_mask[:, cols]
-        loss, stats = dppo_loss(logp, mb.rollout_logp[:, cols], mb.advantages, mask, cfg.delta_low,
+        loss, stats = self.loss(logp, mb.rollout_logp[:, cols], mb.advantages, mask, cfg.delta_low,
                                 cfg.delta_high, aggregation=cfg.aggregation, normalizer=normalizer)
         if entropy is not None:
             bonus = (entropy * mask).sum() / max(tokens, 1.0)  # a token mean in either aggregation
