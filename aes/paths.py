@@ -23,6 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+PROPOSER_TRAJECTORIES = "proposer_trajectories"
+INFRASTRUCTURE_FAILURES = "infrastructure_failures"
+
+
 @dataclass(frozen=True)
 class RunPaths:
     """The paths of one run dir."""
@@ -63,11 +67,11 @@ class RunPaths:
 
     @property
     def proposer_trajectories(self) -> Path:
-        return self.proposer / "proposer_trajectories"
+        return self.proposer / PROPOSER_TRAJECTORIES
 
     @property
     def infrastructure_failures(self) -> Path:
-        return self.proposer / "infrastructure_failures"
+        return self.proposer / INFRASTRUCTURE_FAILURES
 
     @property
     def reflection(self) -> Path:

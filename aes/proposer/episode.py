@@ -24,6 +24,7 @@ from typing import Protocol
 from aes.admission.pipeline import AdmissionPipeline, AdmissionVerdict
 from aes.agents import write_json_atomic
 from aes.errors import InfrastructureError
+from aes.paths import INFRASTRUCTURE_FAILURES, PROPOSER_TRAJECTORIES
 from aes.pool import AssignmentLog, PoolStore
 from aes.proposer.assignments import Assignment
 from aes.proposer.workspace import Workspace
@@ -94,7 +95,7 @@ def run_episode(assignment: Assignment, workspace: Workspace, harness: Harness, 
             trajectory = harness.trajectory(assignment=assignment.to_dict(), outcome=result.outcome,
                                             env_id=result.env_id, revisions=result.revisions,
                                             failed_stages=result.failed_stages)
-            path = out_dir / "proposer_trajectories" / f"{assignment.assignment_id}.json"
+            path = out_dir / PROPOSER_TRAJECTORIES / f"{assignment.assignment_id}.json"
             write_json_atomic(path, trajectory)
             result.trajectory_path = str(path)
         harness.close()
@@ -118,7 +119,7 @@ def _set_aside(assignment: Assignment, harness: Harness, result: EpisodeResult, 
                failure: InfrastructureError) -> None:
     """Keep the partial trajectory of an episode the infrastructure cut short where no r_P is read
     from; the assignment is left open."""
-    path = out_dir / "infrastructure_failures" / f"{assignment.assignment_id}.json"
+    path = out_dir / INFRASTRUCTURE_FAILURES / f"{assignment.assignment_id}.json"
     extra = {"assignment": assignment.to_dict(), "outcome": None, "env_id": result.env_id,
              "revisions": result.revisions, "failed_stages": result.failed_stages,
              "infrastructure_error": str(failure)}

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from aes.report.metrics import read_metrics
+from aes.paths import RunPaths
 
 
 def _figure(draw) -> str:
@@ -63,7 +64,7 @@ def _histogram(values: list[float]):
 
 def write_report(run_dir: Path, pool_envs: list[Any], title: str = "aes run") -> Path:
     """Render ``report.html`` from ``metrics.jsonl`` and the pool's envs."""
-    rows = read_metrics(run_dir / "metrics.jsonl")
+    rows = read_metrics(RunPaths(Path(run_dir)).metrics)
     rounds = [r for r in rows if r.get("event") == "round"]
     updates = [r for r in rows if r.get("event") == "update"]
     spreads = [e.std_reward for e in pool_envs if e.status == "admitted" and e.std_reward is not None]
@@ -86,6 +87,6 @@ figcaption{{font-weight:bold}} td{{padding:2px 8px;border-bottom:1px solid #ddd}
 <body><h1>{html.escape(title)}</h1><p>{len(rounds)} round(s), {len(updates)} DPPO update(s),
 {sum(e.status == 'admitted' for e in pool_envs)} admitted env(s).</p>{figures}
 <h2>Last round</h2><table>{table}</table></body></html>"""
-    out = run_dir / "report.html"
+    out = RunPaths(Path(run_dir)).report
     out.write_text(page)
     return out

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from aes.config import LoggerConfig
+from aes.paths import RunPaths
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,7 @@ class MetricsLogger:
 
     def __init__(self, cfg: LoggerConfig, run_dir: Path, config: dict | None = None):
         self.cfg = cfg
-        self.path = Path(run_dir) / "metrics.jsonl"
+        self.path = RunPaths(Path(run_dir)).metrics
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._wandb = None
         if cfg.name == "wandb":

@@ -46,6 +46,7 @@ from typing import Any
 from aes.config import AesConfig, ConfigError, ModelConfig, SFTConfig
 from aes.train.episodes import PROPOSER, SOLVER, Sample, TrajectoryError, pack_turns
 from aes.train.render import is_proposer, sft_turns
+from aes.paths import RunPaths
 
 log = logging.getLogger(__name__)
 
@@ -302,7 +303,7 @@ def cold_start(cfg: AesConfig, run_dir: Path, metrics: Any = None, policy: Any =
                     metrics.log(row, step=result.steps)
                 log.info("sft step %d (epoch %d): loss %.4f over %d tokens of %d trajectories (%d used)",
                          result.steps, epoch + 1, stats["loss"], int(stats["loss_tokens"]), len(chunk), used)
-        checkpoints = run_dir / "checkpoints"
+        checkpoints = RunPaths(Path(run_dir)).checkpoints
         result.checkpoint = trainer.save(checkpoints)
         if sft.export:
             result.exported = export_weights(trainer, cfg.solver, run_dir / "sft_model")
