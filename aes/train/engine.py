@@ -34,6 +34,10 @@ def on_cpu() -> bool:
     return get_accelerator().device_name() == "cpu"
 
 
+_OWNER = "AES_SINGLE_RANK_PID"
+"""Marks the one-rank variables aes set for itself, so a child process does not take them for a launcher's."""
+
+
 def ensure_distributed() -> None:
     """Initialise torch.distributed through DeepSpeed (a one-rank group for a plain process)."""
     import deepspeed
@@ -42,10 +46,14 @@ def ensure_distributed() -> None:
     if torch.distributed.is_initialized():
         deepspeed.init_distributed(dist_init_required=False)
         return
+    owner = os.environ.get(_OWNER)
+    if owner is not None and owner != str(os.getpid()):
+        # set by an aes parent process for itself (inherited, not a launcher's): its port is taken
+        for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", _OWNER):
+            os.environ.pop(key, None)
     if "RANK" not in os.environ:
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(_free_port()), **{_OWNER: str(os.getpid())})
     deepspeed.init_distributed(dist_backend=get_accelerator().communication_backend_name(),
                                auto_mpi_discovery=False, verbose=False)
 

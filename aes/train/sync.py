@@ -229,6 +229,14 @@ def build_weight_sync(cfg: TrainerConfig, solver: ModelConfig, rollout: Any = No
     ``out_dir`` holds the GGUF exports (default: a temp dir).
     """
     mode = mode or cfg.weight_sync
+    if mode == "auto":  # the solver backend's default (aes/train/backends.py)
+        from aes.train.backends import SOLVER_BACKENDS
+
+        backend = SOLVER_BACKENDS.get(solver.backend)
+        if backend is None:
+            raise ConfigError(f"solver.backend={solver.backend} cannot take new weights: train an open solver "
+                              f"({', '.join(SOLVER_BACKENDS)})")
+        mode = backend.syncs[0]
     if mode == "none":
         return None
     if mode == "gguf":
