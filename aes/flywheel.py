@@ -37,6 +37,8 @@ from aes.train.step import train_step
 
 log = logging.getLogger("aes")
 DIFFICULTY = {"starter": 0, "easy": 1, "medium": 2, "hard": 3}
+OVERSAMPLE = 2
+"""With carried rollouts, envs in flight per update's worth of groups (the paper oversamples)."""
 
 
 class Flywheel:
@@ -50,6 +52,14 @@ class Flywheel:
         """Solver steps taken (an update, or a step whose groups had no reward spread)."""
         self.updates = self.pool.get_meta("flywheel.updates", 0)
         """DPPO updates applied: the policy version of every rollout made now."""
+        self.in_flight: list = []
+        """Batches of solver attempts still running (carried rollouts)."""
+        self.ready: list = []
+        """Complete groups with reward spread beyond what the last update needed."""
+        self.carried = 0
+        """Attempts still running when the last update started."""
+        if self.cfg.flywheel.carry_unfinished:
+            self.rollouts.max_policy_span = self.cfg.flywheel.carry_max_updates
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> None:
@@ -120,6 +130,7 @@ class Flywheel:
         trained = self.pool.get_meta(f"flywheel.round.{round_}.proposer_updates", 0) + bool(proposer)
         row = {"round": round_ + 1, "update": self.updates + 1, "groups_collected": collected,
                "solver/groups": len(groups), "proposer/groups": len(proposer),
+               "rollouts/carried": self.carried,
                "proposer/samples_per_group": (statistics.fmean(len(g.episodes) for g in proposer) if proposer else 0),
                "proposer/trained_once": bool(proposer) and trained == 1}
         self.step += 1
@@ -169,6 +180,8 @@ class Flywheel:
 
     def solver_groups(self) -> tuple[list, int]:
         """Draw envs and roll out ``attempts_per_env`` attempts each until enough groups vary."""
+        if self.cfg.flywheel.carry_unfinished:
+            return self.carried_groups()
         trainer = self.cfg.trainer
         envs = self.training_envs()
         runner = self.rollouts.at(f"u{self.updates:04d}-s{self.step:05d}-train", self.updates)
@@ -182,6 +195,39 @@ class Flywheel:
             collected += len(groups)
             kept += [g for g in groups if has_spread(g.rewards)]
         return kept[: trainer.envs_per_update], collected
+
+    def carried_groups(self) -> tuple[list, int]:
+        """Groups for this update from attempts running in the background: start envs (not already
+        in flight) until enough are running, take envs as they complete, and return once
+        ``envs_per_update`` groups with spread are ready; what still runs is carried into the next
+        update (with the new weights; its earlier tokens keep their log-probs)."""
+        trainer = self.cfg.trainer
+        target = trainer.envs_per_update
+        kept, self.ready, collected, draws = self.ready, [], 0, 0
+        busy = {env_id for batch in self.in_flight for env_id in batch.futures}
+        order = [e for e in self.training_envs() if e.env_id not in busy]
+        room = OVERSAMPLE * target  # envs kept in flight: the update starts when the first ones are done
+        while len(kept) < target:
+            running = sum(len(batch.futures) for batch in self.in_flight)
+            if running < room and draws < self.cfg.flywheel.max_group_draws and order:
+                start, order = order[:room - running], order[room - running:]
+                view = self.rollouts.at(f"u{self.updates:04d}-s{self.step:05d}-train{draws}", self.updates)
+                self.in_flight.append(view.submit([e.load() for e in start], trainer.attempts_per_env))
+                draws += 1
+                continue
+            if not running:
+                break
+            _wait_any(self.in_flight)
+            for batch in self.in_flight:
+                done = batch.ready()
+                if done:
+                    groups = self.solver.groups_of(batch.take(done))
+                    collected += len(groups)
+                    kept += [g for g in groups if has_spread(g.rewards)]
+            self.in_flight = [b for b in self.in_flight if b.futures]
+        self.ready = kept[target:]
+        self.carried = sum(batch.running() for batch in self.in_flight)
+        return kept[:target], collected
 
     # -- refresh --------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -241,4 +287,13 @@ class Flywheel:
         self.pool.set_meta("flywheel.round", round_ + 1)
 
     def close(self) -> None:
+        self.rollouts.shutdown()
         self.parts.close()
+
+
+def _wait_any(batches: list, timeout: float = 1.0) -> None:
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    pending = [f for batch in batches for fs in batch.futures.values() for f in fs if not f.done()]
+    if pending:
+        wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)

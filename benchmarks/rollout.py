@@ -35,6 +35,34 @@ def exec_floor(runner: TrialRunner, task, n: int = 30) -> float:
     return statistics.median(times)
 
 
+def carried_updates(n: int, overrides: list[str]) -> dict[bool, float]:
+    """Wall seconds of ``n`` DPPO steps of the embedded run without and with carried rollouts
+    (``flywheel.carry_unfinished``), same seed, each in a fresh run dir (no proposer generation:
+    only the solver's rollouts and updates, where carrying can matter)."""
+    from aes.compose import build_flywheel
+    from aes.flywheel import Flywheel
+    from aes.proposer.generate import seed_pool
+
+    seconds = {}
+    for carry in (False, True):
+        cfg = compose_config([*overrides, f"flywheel.carry_unfinished={str(carry).lower()}", "seed=1"])
+        with tempfile.TemporaryDirectory(prefix="aes-bench-carry-") as tmp:
+            flywheel = Flywheel(build_flywheel(cfg, Path(tmp)))
+            try:
+                seed_pool(flywheel.stack)
+                start = time.monotonic()
+                carried = []
+                for _ in range(n):
+                    flywheel.train_step(0)
+                    carried.append(flywheel.carried)
+                seconds[carry] = time.monotonic() - start
+                print(f"  carry_unfinished={carry}: {n} step(s) in {seconds[carry]:.1f} s "
+                      f"(attempts carried into the next update: {carried})")
+            finally:
+                flywheel.close()
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--solver", default="local")
@@ -42,6 +70,8 @@ def main() -> None:
     parser.add_argument("--pattern", default="starter-*", help="glob of task dirs under --tasks")
     parser.add_argument("--attempts", type=int, default=4)
     parser.add_argument("--turns", type=int, default=6)
+    parser.add_argument("--carried", type=int, default=0, metavar="N",
+                        help="also time N DPPO steps of the embedded run without and with carried rollouts")
     args = parser.parse_args()
 
     cfg = compose_config([f"solver={args.solver}", f"agent.max_turns={args.turns}"])
@@ -83,6 +113,10 @@ def main() -> None:
     if overheads:
         verdict = "met" if statistics.median(overheads) < 0.05 else "NOT met"
         print(f"target median overhead < 50 ms per turn: {verdict}")
+    if args.carried:
+        print(f"\ncarried rollouts: {args.carried} DPPO step(s) of the embedded run, same seed")
+        times = carried_updates(args.carried, [f"solver={args.solver}"])
+        print(f"  ratio with / without carried rollouts: {times[True] / times[False]:.2f}")
 
 
 if __name__ == "__main__":

@@ -122,3 +122,34 @@ def test_hints_are_appended_to_the_instruction(runner, tmp_path):
     model = Scripted([reply("DONE")])
     runner.run(load_task(make_task(tmp_path)), TerminalAgent(model, AgentConfig(), hints="echo 42"))
     assert "reference solution" in model.seen[0][1]["content"] and "echo 42" in model.seen[0][1]["content"]
+
+
+class Updated(Scripted):
+    """Its weights change while an episode runs, as an update does under a carried rollout."""
+
+    def __init__(self, replies, update_after: list[int]):
+        super().__init__(replies)
+        self.update_after = update_after
+
+    def _chat_once(self, messages, tools, max_tokens, temperature):
+        result = super()._chat_once(messages, tools, max_tokens, temperature)
+        if len(self.seen) in self.update_after:
+            self.weights_updated()  # the next call is served by the new weights
+        return result
+
+
+@pytestmark_docker
+def test_a_carried_episode_records_the_policy_version_of_every_turn(runner, tmp_path):
+    model = Updated([reply("```bash\ntrue\n```"), reply("```bash\necho 42 > /app/answer.txt\n```"), reply("DONE")],
+                    update_after=[1])
+    result = runner.run(load_task(make_task(tmp_path)), TerminalAgent(model, AgentConfig(), max_policy_span=2))
+    steps = [s for s in result.agent_info["trajectory"]["steps"] if s["source"] == "agent"]
+    assert [s["extra"]["policy_version"] for s in steps] == [0, 1, 1] and result.reward == 1.0
+    assert result.agent_info["trajectory"]["extra"]["policy_versions"] == [0, 1]
+
+
+@pytestmark_docker
+def test_an_episode_carried_past_its_span_ends(runner, tmp_path):
+    model = Updated([reply("```bash\ntrue\n```")] * 6, update_after=[1, 2, 3])
+    result = runner.run(load_task(make_task(tmp_path)), TerminalAgent(model, AgentConfig(), max_policy_span=1))
+    assert result.agent_info["end_reason"] == EndReason.POLICY_SPAN and len(model.seen) == 2

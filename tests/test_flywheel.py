@@ -88,3 +88,22 @@ def test_train_mode_updates_from_stored_rollouts(sandbox, tmp_path):
     assert train.returncode == 0, train.stdout[-2000:] + train.stderr[-2000:]
     [update] = [r for r in read_metrics(tmp_path / "t" / "metrics.jsonl") if r["event"] == "update"]
     assert update["dppo/groups_kept"] == 2 and (tmp_path / "t" / "checkpoints").is_dir()
+
+
+def test_carried_rollouts_go_on_under_the_new_policy(sandbox, tmp_path):
+    """With flywheel.carry_unfinished an update starts once enough groups are complete; attempts
+    still running are carried into the next update, each turn recording the policy that served it."""
+    run_dir = tmp_path / "run"
+    cmd = command(run_dir, "flywheel.carry_unfinished=true", "flywheel.proposer_interval=3",
+                  "flywheel.assignments_per_round=0", "trainer.envs_per_update=1")  # 2 seed envs: 1 is carried
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    steps = [r for r in read_metrics(run_dir / "metrics.jsonl") if r["event"] in ("update", "no_update")]
+    assert len(steps) == 3 and any(r["rollouts/carried"] > 0 for r in steps)
+    spans = []
+    for path in (run_dir / "trajectories").rglob("[0-9]*.json"):
+        steps_ = [s for s in json.loads(path.read_text())["steps"] if s["source"] == "agent"]
+        versions = [s["extra"]["policy_version"] for s in steps_]
+        assert versions == sorted(versions)  # a carried attempt only moves forward in policy
+        spans.append(versions[-1] - versions[0] if versions else 0)
+    assert max(spans) <= 2  # flywheel.carry_max_updates

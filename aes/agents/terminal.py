@@ -56,6 +56,8 @@ class EndReason:
     MODEL_ERROR = "model_error"
     BUDGET = "budget_exhausted"
     CONTAINER_STOPPED = "container_stopped"
+    POLICY_SPAN = "policy_span"
+    """The episode was carried across more policy updates than allowed (``flywheel.carry_max_updates``)."""
 
 
 @dataclass
@@ -125,8 +127,12 @@ class Episode:
     with feedback to continue it (the proposer's revisions)."""
 
     def __init__(self, model: ChatModel, cfg: AgentConfig, container: Container, system: str,
-                 host_tools: list[HostTool] | None = None, agent_name: str = "aes-terminal-agent"):
+                 host_tools: list[HostTool] | None = None, agent_name: str = "aes-terminal-agent",
+                 max_policy_span: int | None = None):
         self.model, self.cfg, self.container = model, cfg, container
+        self.max_policy_span = max_policy_span
+        """Most policy updates the episode may see after its first model call (None: no limit)."""
+        self.first_version: int | None = None
         self.shell = ShellSession(container)
         self.host_tools = {t.spec.name: t for t in host_tools or []}
         self.tools = ([BASH_TOOL, *(t.spec for t in self.host_tools.values()), SUBMIT_TOOL]
@@ -158,6 +164,8 @@ class Episode:
             room = self.model.config.context_length - context
             if room < MIN_REPLY_TOKENS:
                 return EndReason.CONTEXT_LIMIT
+            if self._span_exceeded():
+                return EndReason.POLICY_SPAN
             started = time.monotonic()
             try:
                 result = self.model.chat(self.messages, self.tools,
@@ -198,6 +206,14 @@ class Episode:
             if self.cfg.max_episode_tokens and self.tokens >= self.cfg.max_episode_tokens:
                 return EndReason.TOKEN_LIMIT
         return EndReason.MAX_TURNS
+
+    def _span_exceeded(self) -> bool:
+        version = getattr(self.model, "weights_version", None)
+        if self.max_policy_span is None or version is None:
+            return False
+        if self.first_version is None:
+            self.first_version = version
+        return version - self.first_version > self.max_policy_span
 
     def _act(self, action: Action, step: dict, deadline: float) -> str | None:
         """Run the action and record what it showed; None when the container has stopped
@@ -248,11 +264,13 @@ class Episode:
 class TerminalAgent:
     """The solver harness: a :class:`~aes.sandbox.TrialAgent` driven by a chat model."""
 
-    def __init__(self, model: ChatModel, cfg: AgentConfig, name: str | None = None, hints: str | None = None):
+    def __init__(self, model: ChatModel, cfg: AgentConfig, name: str | None = None, hints: str | None = None,
+                 max_policy_span: int | None = None):
         self.model = model
         self.cfg = cfg
         self.name = name or model.config.name
         self.hints = hints
+        self.max_policy_span = max_policy_span
 
     def system_prompt(self, uses_tools: bool) -> str:
         if self.cfg.system_prompt:
@@ -264,7 +282,8 @@ class TerminalAgent:
         model server went away) instead of returning a run that would be scored."""
         deadline = time.monotonic() + timeout
         uses_tools = bool(self.model.supports_tools and self.model.config.use_tools is not False)
-        episode = Episode(self.model, self.cfg, container, self.system_prompt(uses_tools))
+        episode = Episode(self.model, self.cfg, container, self.system_prompt(uses_tools),
+                          max_policy_span=self.max_policy_span)
         instruction = task.instruction + (prompts.HINTS_HEADER + self.hints if self.hints else "")
         try:
             end = episode.send(instruction, deadline)
@@ -273,6 +292,9 @@ class TerminalAgent:
             raise
         if end == EndReason.MAX_TURNS and time.monotonic() > deadline:
             end = EndReason.TIMEOUT
-        trajectory = episode.trajectory(end_reason=end, hints=bool(self.hints))
+        versions = [v for v in (s["extra"].get("policy_version") for s in episode.recorder.steps
+                                if s.get("source") == "agent") if v is not None]
+        trajectory = episode.trajectory(end_reason=end, hints=bool(self.hints),
+                                        policy_versions=[min(versions), max(versions)] if versions else None)
         return AgentRun(exit_code=0, output=episode.error or "", timed_out=end == EndReason.TIMEOUT,
                         info={"trajectory": trajectory, "end_reason": end})

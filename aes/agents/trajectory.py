@@ -66,7 +66,8 @@ class TrajectoryRecorder:
                 "completion_token_ids": result.completion_token_ids,
                 "logprobs": result.completion_logprobs,
             },
-            "extra": {"finish_reason": result.finish_reason, "latency_sec": round(result.latency_sec, 4)},
+            "extra": {"finish_reason": result.finish_reason, "latency_sec": round(result.latency_sec, 4),
+                      "policy_version": result.policy_version},
         }
         if call is not None:
             step["tool_calls"] = [{"tool_call_id": call.id, "function_name": call.name,

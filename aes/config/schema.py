@@ -34,6 +34,14 @@ class ModelConfig:
     """Model identifier sent to the backend (API model name, GGUF path or tiny preset)."""
     base_url: Optional[str] = None
     """Server URL for openai_compatible backends (vLLM, SGLang); None for hosted APIs."""
+    base_urls: list[str] = field(default_factory=list)
+    """Several servers of the same model (openai_compatible): requests are spread over them and an
+    episode's turns stay on one; empty uses base_url. Set by the job when it starts the servers
+    (``cluster.servers``)."""
+    engine: str = "auto"
+    """The server behind an openai_compatible base_url, which decides how exact token ids and
+    log-probs are asked for: vllm (its return_token_ids extensions), llamacpp (the server's own
+    chat template, /tokenize and a completion on those ids) or auto (learnt from the health check)."""
     api_key_env: Optional[str] = None
     """Environment variable holding the API key; None when the backend needs none."""
     temperature: float = 1.0
@@ -68,6 +76,8 @@ class ModelConfig:
             raise ConfigError(f"model temperature must be >= 0, got {self.temperature}")
         if self.max_tokens <= 0:
             raise ConfigError(f"model max_tokens must be > 0, got {self.max_tokens}")
+        if self.engine not in ("auto", "vllm", "llamacpp"):
+            raise ConfigError(f"model engine must be auto, vllm or llamacpp, got {self.engine!r}")
 
 
 @dataclass
@@ -269,8 +279,8 @@ class TrainerConfig:
     proposer_partial_reward: float = 0.5
     """Proposer reward r_P of a valid environment that was not admitted (broken: 0, admitted: 1)."""
     weight_sync: str = "auto"
-    """How the rollout engine gets new weights: auto (the solver backend's default), gguf, shared, copy or
-    vllm_server (which backend allows which: aes/train/backends.py)."""
+    """How the rollout engine gets new weights: auto (the solver backend's default), gguf, shared, copy,
+    vllm_server or llamacpp_server (which backend allows which: aes/train/backends.py)."""
     vllm_group_port: int = 51216
     """Port of the NCCL rendezvous between trainer and vLLM server (weight_sync=vllm_server)."""
     updates_per_refresh: int = 16
@@ -299,9 +309,9 @@ class TrainerConfig:
                               f"trainer.max_seq_len ({self.max_seq_len})")
         if not 0.0 <= self.proposer_partial_reward <= 1.0:
             raise ConfigError("trainer.proposer_partial_reward must lie in [0, 1]")
-        if self.weight_sync not in ("auto", "gguf", "shared", "copy", "vllm_server"):
-            raise ConfigError("trainer.weight_sync must be auto, gguf, shared, copy or vllm_server, "
-                              f"got {self.weight_sync!r}")
+        if self.weight_sync not in ("auto", "gguf", "shared", "copy", "vllm_server", "llamacpp_server"):
+            raise ConfigError("trainer.weight_sync must be auto, gguf, shared, copy, vllm_server or "
+                              f"llamacpp_server, got {self.weight_sync!r}")
 
 
 @dataclass
@@ -438,12 +448,20 @@ class FlywheelConfig:
     """A refresh never retires envs below this many admitted ones."""
     max_group_draws: int = 3
     """Draw up to this many times ``trainer.envs_per_update`` envs looking for groups with reward spread."""
+    carry_unfinished: bool = False
+    """Carry unfinished solver attempts across updates (paper App. G.1): an update starts once enough
+    groups are complete; attempts still running keep their container and history and go on under the
+    new policy, their earlier tokens keeping the log-probs they were sampled with."""
+    carry_max_updates: int = 2
+    """Most policy updates one carried attempt may see; past it the episode ends (``policy_span``)."""
     shared_policy: bool = False
     """One policy is proposer and solver and is trained on both reward groups (experiment=self_play)."""
     train_proposer: bool = True
     """In shared-policy mode, also train on the proposer's episodes (off: the Fig. 20 ablation)."""
 
     def __post_init__(self) -> None:
+        if self.carry_max_updates < 0:
+            raise ConfigError(f"flywheel.carry_max_updates must be >= 0, got {self.carry_max_updates}")
         if self.proposer_interval < 1:
             raise ConfigError(f"flywheel.proposer_interval must be >= 1, got {self.proposer_interval}")
 
@@ -494,6 +512,71 @@ class SFTConfig:
             raise ConfigError(f"sft.lr must be > 0, got {self.lr}")
         if self.tool_format not in ("auto", "native", "fenced"):
             raise ConfigError(f"sft.tool_format must be one of {'auto, native, fenced'}, got {self.tool_format!r}")
+
+
+@dataclass
+class ClusterConfig:
+    """What the job starts on its allocation around the run (``conf/cluster``; a cluster's own
+    values in ``slurm/cluster_profile/``, pulled in by its launcher profile; code in ``aes/cluster``).
+
+    GPUs are handed out per node: the servers take the first ones (a server never spans nodes), the
+    DeepSpeed trainer one rank per remaining GPU of its nodes; the node holding trainer rank 0 runs
+    the flywheel. Nothing happens unless ``servers`` > 0 or the trainer spans several ranks."""
+
+    servers: int = 0
+    """Rollout servers to start for the solver (0: none; solver.base_url is used as configured)."""
+    backend: str = "vllm"
+    """Server engine: vllm (GPUs, weights pushed over NCCL) or llamacpp (aes's llama.cpp server on a
+    GGUF, e.g. CPU; new weights are a re-exported GGUF and a restart on the same port)."""
+    gpus_per_server: int = 1
+    """GPUs of each server (vLLM's tensor-parallel size); 0 for CPU servers."""
+    model: Optional[str] = None
+    """Model the servers load; None: solver.model."""
+    command: list[str] = field(default_factory=list)
+    """A server command replacing the backend's default; placeholders {model} {host} {port} {tp}
+    {gpus} {name} {index}."""
+    extra_args: list[str] = field(default_factory=list)
+    """Arguments appended to every server command (e.g. --max-model-len 131072)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment variables of the servers."""
+    port: Optional[int] = 8000
+    """Port of server 0 (server i listens on port + i); None: free ports (servers on the flywheel's node only)."""
+    bind_host: Optional[str] = None
+    """Address the servers listen on; None: 127.0.0.1 on the flywheel's node, 0.0.0.0 on others."""
+    health_timeout_sec: float = 1800.0
+    """How long the job waits for every server's health check (model loading) before it fails."""
+    stop_timeout_sec: float = 30.0
+    """Grace between SIGTERM and SIGKILL when a server is stopped or restarted."""
+    log_dir: Optional[str] = None
+    """Directory of the server logs (one file per server); None: RUN_DIR/servers."""
+    gpus_per_node: Optional[int] = None
+    """GPUs of each node; None: counted from CUDA_VISIBLE_DEVICES, else nvidia-smi (0 on a CPU node)."""
+    trainer_nodes: int = 1
+    """Nodes the DeepSpeed trainer spans (data parallel, one rank per GPU no server uses); more than
+    one needs a SLURM allocation of that many nodes (launcher nodes, one task per node)."""
+    trainer_gpus_per_node: Optional[int] = None
+    """Trainer ranks on each trainer node; None: every GPU of the node that no server uses."""
+    master_port: Optional[int] = None
+    """Rendezvous port of the trainer ranks on the first trainer node; None: derived from the job id."""
+    dist_timeout_min: float = 1440.0
+    """Timeout of the trainer ranks' collectives: the other ranks wait on rank 0's rollouts between updates."""
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("vllm", "llamacpp"):
+            raise ConfigError(f"cluster.backend must be vllm or llamacpp, got {self.backend!r}")
+        if self.servers < 0 or self.gpus_per_server < 0:
+            raise ConfigError("cluster.servers and cluster.gpus_per_server must be >= 0")
+        if self.trainer_nodes < 1:
+            raise ConfigError(f"cluster.trainer_nodes must be >= 1, got {self.trainer_nodes}")
+        if self.trainer_gpus_per_node is not None and self.trainer_gpus_per_node < 1:
+            raise ConfigError("cluster.trainer_gpus_per_node must be >= 1, or null for every free GPU")
+        if self.health_timeout_sec <= 0 or self.stop_timeout_sec < 0 or self.dist_timeout_min <= 0:
+            raise ConfigError("cluster.health_timeout_sec and dist_timeout_min must be > 0, stop_timeout_sec >= 0")
+
+    @property
+    def active(self) -> bool:
+        """Whether the job starts anything (servers or more than one trainer rank)."""
+        return self.servers > 0 or self.trainer_nodes > 1 or self.trainer_gpus_per_node is not None
 
 
 @dataclass
@@ -556,6 +639,8 @@ class AesConfig:
     """Sizes of the whole loop."""
     sft: SFTConfig = field(default_factory=SFTConfig)
     """The cold start (mode=sft)."""
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    """Model servers and trainer ranks the job starts on its allocation (aes/cluster)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

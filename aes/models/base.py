@@ -87,6 +87,8 @@ class ChatResult:
     """The generated tokens, where the backend can tell."""
     completion_logprobs: list[float] | None = None
     """Log-prob of each generated token under the sampling engine (the DPPO behaviour policy)."""
+    policy_version: int | None = None
+    """Version of the weights that generated this (updates pushed to the engine), where known."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -230,6 +232,15 @@ class BaseChatModel:
     def __init__(self, cfg: ModelConfig, budget: RunBudget | None = None):
         self.config = cfg
         self.budget = budget or RunBudget()
+        self._weights_version = 0
+
+    @property
+    def weights_version(self) -> int:
+        """How many weight updates the engine has received (trajectories record it per call)."""
+        return self._weights_version
+
+    def weights_updated(self) -> None:
+        self._weights_version += 1
 
     def chat(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None = None, *,
              max_tokens: int | None = None, temperature: float | None = None) -> ChatResult:
@@ -242,7 +253,8 @@ class BaseChatModel:
         attempt = 0
         while True:
             start = time.monotonic()
-            try:
+            version = self.weights_version  # the weights this call is served by (engines that can swap
+            try:                            # them under a call set result.policy_version themselves)
                 result = self._chat_once(messages, use_tools, max_tokens, temperature)
                 break
             except Exception as exc:  # classified below; non-retryable errors propagate
@@ -262,6 +274,8 @@ class BaseChatModel:
                 time.sleep(wait)
         result.latency_sec = time.monotonic() - start
         result.model = result.model or self.config.model
+        if result.policy_version is None:
+            result.policy_version = version
         result.cost_usd = cost_usd(self.config, result.usage)
         self.budget.charge(result)
         return result

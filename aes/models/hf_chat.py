@@ -166,6 +166,11 @@ class TransformersChat(BaseChatModel):
         self._rng_lock = threading.Lock()
         self._closed = False
 
+    @property
+    def weights_version(self) -> int:
+        """The shared policy's version (bumped by the trainer's weight sync after each update)."""
+        return int(getattr(self.policy, "version", 0))
+
     def render(self, messages: list[dict[str, Any]]) -> str:
         return self.policy.render(messages)
 

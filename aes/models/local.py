@@ -29,6 +29,7 @@ not those of the distribution the token was sampled from.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.util
 import json
 import math
@@ -287,6 +288,44 @@ def _close_all() -> None:
 
 # ---------------------------------------------------------------------------- the backend
 
+class SwapGate:
+    """Model calls share the engine; swapping the engine (new weights) waits for the calls in
+    flight and holds new ones until it is done, so no call mixes two versions of the weights."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._calls = 0
+        self._swapping = False
+
+    @contextlib.contextmanager
+    def call(self):
+        with self._cond:
+            while self._swapping:
+                self._cond.wait()
+            self._calls += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._calls -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def swap(self):
+        with self._cond:
+            while self._swapping:
+                self._cond.wait()
+            self._swapping = True
+            while self._calls:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._swapping = False
+                self._cond.notify_all()
+
+
 class LocalChat(BaseChatModel):
     """SmolLM2-135M-Instruct in process via llama.cpp, with exact token ids and log-probs."""
 
@@ -303,6 +342,7 @@ class LocalChat(BaseChatModel):
         self._rng = random.Random(cfg.seed) if cfg.seed is not None else random.SystemRandom()
         self._rng_lock = threading.Lock()
         self._closed = False
+        self.gate = SwapGate()
 
     def render(self, messages: list[dict[str, Any]]) -> str:
         """The prompt string the engine is given for ``messages``."""
@@ -326,6 +366,12 @@ class LocalChat(BaseChatModel):
 
     def _chat_once(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None,
                    max_tokens: int, temperature: float) -> ChatResult:
+        with self.gate.call():  # the engine is not swapped under a call
+            result = self._generate(messages, max_tokens, temperature)
+            result.policy_version = self.weights_version
+            return result
+
+    def _generate(self, messages: list[dict[str, Any]], max_tokens: int, temperature: float) -> ChatResult:
         if self._closed:
             raise self.unavailable("model is closed")
         engine = self.engine

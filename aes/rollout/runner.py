@@ -86,15 +86,40 @@ class RolloutRunner:
         """DPPO updates applied to the solver; recorded with every row of the index."""
         self.infra_failures: Counter[str] = Counter()
         """Cause -> count of attempts lost to the infrastructure, over this runner's life."""
+        self.max_policy_span: int | None = None
+        """Most policy updates one attempt may see (carried rollouts); None: no limit."""
         self._lock = threading.Lock()
+        self._background: dict[str, ThreadPoolExecutor] = {}
 
     def at(self, batch: str, policy_version: int | None = None, solver_name: str | None = None) -> "RolloutRunner":
         """The same solver, sandbox and index, recording the batch ``batch`` (of ``policy_version``)."""
         view = RolloutRunner(self.solver, self.agent_cfg, self.trials, self.root.parent, self.concurrency,
                              solver_name or self.solver_name, self.infra_limit, batch,
                              self.policy_version if policy_version is None else policy_version)
-        view._lock, view.infra_failures = self._lock, self.infra_failures
+        view._lock, view.infra_failures, view._background = self._lock, self.infra_failures, self._background
+        view.max_policy_span = self.max_policy_span
         return view
+
+    def submit(self, tasks: list[Task], attempts: int) -> "InFlight":
+        """Start ``attempts`` attempts of every task in the background and return at once. The
+        flywheel takes groups as they complete; attempts still running at an update go on under
+        the new policy (carried rollouts). One pool of ``concurrency`` workers serves all batches."""
+        envs = {env_id_of(t): EnvRollouts(task=t, env_id=env_id_of(t)) for t in tasks}
+        images = self._build_all(envs)
+        with self._lock:
+            pool = self._background.get("pool")
+            if pool is None:
+                pool = self._background["pool"] = ThreadPoolExecutor(max_workers=self.concurrency,
+                                                                      thread_name_prefix="aes-rollout")
+        futures = {env_id: [pool.submit(self._attempt, env, k, images[env_id], None) for k in range(attempts)]
+                   for env_id, env in envs.items() if env_id in images}
+        return InFlight(self, {e: envs[e] for e in futures}, futures)
+
+    def shutdown(self) -> None:
+        """Stop the background pool (attempts in flight finish first)."""
+        pool = self._background.pop("pool", None)
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def variant(self, solver_name: str) -> "RolloutRunner":
         """The same solver and sandbox, recorded under another name (e.g. diagnostic runs)."""
@@ -164,7 +189,8 @@ class RolloutRunner:
                 return record_from_file(path)
             except (ValueError, KeyError) as exc:
                 log.warning("unreadable trajectory %s (%s); running the attempt again", path, exc)
-        agent = TerminalAgent(self.solver, self.agent_cfg, name=self.solver_name, hints=hints)
+        agent = TerminalAgent(self.solver, self.agent_cfg, name=self.solver_name, hints=hints,
+                              max_policy_span=self.max_policy_span)
         result = self.trials.run(env.task, agent, image)
         trajectory = attach_result(result, env.env_id, self.solver_name, k)
         if result.outcome in INFRASTRUCTURE:
@@ -189,6 +215,48 @@ class RolloutRunner:
                     rows[row_key(row)] = row
             fields = set(IndexRow.__dataclass_fields__)
             write_index(index, [IndexRow(**{k: v for k, v in r.items() if k in fields}) for r in rows.values()])
+
+
+class InFlight:
+    """Attempts started by :meth:`RolloutRunner.submit`, taken env by env as they complete."""
+
+    def __init__(self, runner: RolloutRunner, envs: dict[str, EnvRollouts], futures: dict[str, list]):
+        self.runner, self.envs, self.futures = runner, envs, futures
+
+    def ready(self) -> list[str]:
+        """Envs whose attempts have all finished."""
+        return [env_id for env_id, fs in self.futures.items() if all(f.done() for f in fs)]
+
+    def running(self) -> int:
+        """Attempts not finished yet."""
+        return sum(not f.done() for fs in self.futures.values() for f in fs)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Until at least one more attempt finishes (or ``timeout``)."""
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        pending = [f for fs in self.futures.values() for f in fs if not f.done()]
+        if pending:
+            wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+
+    def take(self, env_ids: list[str]) -> dict[str, EnvRollouts]:
+        """The finished envs' attempts (recorded in the index), no longer in flight."""
+        out, lost = {}, Counter()
+        for env_id in env_ids:
+            env = self.envs.pop(env_id)
+            for future in self.futures.pop(env_id):
+                record = future.result()
+                if record.outcome in _INFRA_VALUES:
+                    lost[record.failure or record.outcome] += 1
+                else:
+                    env.records.append(record)
+            out[env_id] = env
+        with self.runner._lock:
+            self.runner.infra_failures.update(lost)
+        if sum(lost.values()) > self.runner.infra_limit:
+            raise InfrastructureFailures(_infra_message(lost, self.runner.infra_limit))
+        self.runner.write_index(out.values())
+        return out
 
 
 _INFRA_VALUES = frozenset(o.value for o in INFRASTRUCTURE)

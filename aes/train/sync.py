@@ -29,6 +29,7 @@ with top_p=1, top_k=-1 (truncated sampling makes mu differ from any pi the train
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -110,14 +111,19 @@ class CopyWeights:
 
 
 def swap_local_engine(chat: Any, path: Path) -> None:
-    """Point a :class:`aes.models.local.LocalChat` at another GGUF (no rollout may be in flight)."""
+    """Point a :class:`aes.models.local.LocalChat` at another GGUF: calls in flight finish first, new ones
+    wait (episodes in flight go on with the new weights: carried rollouts)."""
     from aes.models.local import acquire_engine, release_engine
 
-    old = chat.engine
-    chat.engine = acquire_engine(path, slot_ctx=chat.config.context_length, parallel=chat.config.parallel,
-                                 threads=chat.config.threads)
-    chat.model_path = path
-    release_engine(old)
+    gate = getattr(chat, "gate", None)
+    with gate.swap() if gate is not None else contextlib.nullcontext():
+        old = chat.engine
+        chat.engine = acquire_engine(path, slot_ctx=chat.config.context_length, parallel=chat.config.parallel,
+                                     threads=chat.config.threads)
+        chat.model_path = path
+        release_engine(old)
+        if hasattr(chat, "weights_updated"):
+            chat.weights_updated()
 
 
 class GGUFExport:
