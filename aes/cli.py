@@ -94,5 +94,18 @@ def reap(set_: list[str] = typer.Option([], "--set", help=SET_HELP)) -> None:
     typer.echo(f"removed {reap_orphans(_config(set_).sandbox)} container(s)")
 
 
+@app.command()
+def report(sweep: Path = typer.Argument(..., help="A multirun dir of mode=generate jobs (or one run dir).")) -> None:
+    """Assemble the sweep's Table 2 (markdown, CSV and an HTML figure) into the sweep dir."""
+    from aes.report.table2 import report as table2
+
+    if not sweep.is_dir():
+        typer.echo(f"no such directory: {sweep}", err=True)
+        raise typer.Exit(2)
+    out = table2(sweep)
+    typer.echo(out["markdown"].read_text())
+    typer.echo("written: " + ", ".join(str(p) for p in out.values()))
+
+
 if __name__ == "__main__":
     app()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -128,13 +129,28 @@ def generate(cfg: AesConfig, run_dir: Path) -> bool:
                 ["assignment", "parent", "direction", "outcome", "revisions", "failed stages", "tokens", "cost $"],
                 [[r.assignment.assignment_id, r.assignment.parent_env_id, r.assignment.direction, r.outcome,
                   r.revisions, ", ".join(r.failed_stages), r.tokens, f"{r.cost_usd:.4f}"] for r in results])
-    print_table("Table 2 columns", ["valid-env rate", "admitted", "failures by stage", "mean revisions",
-                                    "tokens / valid env", "cost / valid env"],
-                [[f"{summary['valid_env_rate']:.1%}", summary["admitted"],
+    from aes.report.table2 import ci_text
+
+    print_table("Table 2 columns (each episode judged on the env it finally submitted)",
+                ["valid (checks 1-4)", "admitted (1-6)", "calibrated (in the band)", "failures by stage",
+                 "mean revisions", "tokens / valid env", "cost / valid env"],
+                [[ci_text(summary["valid_ci"]), ci_text(summary["admitted_ci"]), ci_text(summary["calibrated_ci"]),
                   ", ".join(f"{k}: {v}" for k, v in sorted(summary["failures_by_stage"].items())) or "-",
                   f"{summary['mean_revisions']:.2f}", summary["tokens_per_valid_env"] or "n/a (no valid env)",
                   summary["cost_per_valid_env"] or "n/a (no valid env)"]])
+    if not summary["valid"]:
+        log.info("no valid env: %s", _why_none(results))
     return True
+
+
+def _why_none(results: list) -> str:
+    """A sentence on why a generation produced no valid env."""
+    stages = Counter(s for r in results for s in r.failed_stages)
+    if not results:
+        return "no episode ran (no assignment: the pool is empty or full)"
+    if stages.get("no_draft", 0) == sum(stages.values()):
+        return "the proposer wrote no task files in any episode (its replies held no draft)"
+    return "drafts failed at " + ", ".join(f"{stage} ({n})" for stage, n in stages.most_common())
 
 
 def train(cfg: AesConfig, run_dir: Path) -> bool:

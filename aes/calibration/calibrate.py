@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aes.calibration.band import TOO_HARD, BandDecision, decide, needs_expansion
 from aes.config import CalibrationConfig
@@ -24,6 +24,8 @@ class CalibrationResult:
     build_error: str | None = None
     diagnostic: AttemptRecord | None = None
     """The rollout with reference-solution hints, run when the env is below the band."""
+    paths: list[str] = field(default_factory=list)
+    """Trajectory files of the calibration attempts."""
 
 
 def solution_hints(task: Task) -> str:
@@ -49,7 +51,7 @@ class Calibrator:
         results = [
             CalibrationResult(env_id=env.env_id, task=env.task.name, decision=decide(env.rewards, self.cfg),
                               rewards=env.rewards, expanded=len(env.records) > self.cfg.initial_attempts,
-                              build_error=env.build_error)
+                              build_error=env.build_error, paths=[r.path for r in env.records if r.path])
             for env in envs.values()
         ]
         if diagnose:

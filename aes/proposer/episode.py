@@ -56,7 +56,19 @@ class EpisodeResult:
     failed_stages: list[str] = field(default_factory=list)
     """The stage each rejected draft failed at (``no_draft`` when nothing was handed in)."""
     tokens: int = 0
+    """Every token the proposer side spent: the harness's model calls and the review's."""
     cost_usd: float = 0.0
+    """Every USD the proposer side spent (harness and review)."""
+    review_tokens: int = 0
+    review_cost_usd: float = 0.0
+    checks_1_4: bool = False
+    """The finally submitted env built, its reference scored 1 and doing nothing < 0.5 (Table 2's "valid")."""
+    checks_1_6: bool = False
+    """It also passed decontamination and the review."""
+    calibrated: bool = False
+    """It also landed in the calibration band (it joined the pool: outcome admitted)."""
+    stats: dict = field(default_factory=dict)
+    """Fig. 5 statistics of the submitted env: data files, solver turns and success in calibration."""
     trajectory_path: str | None = None
 
 
@@ -78,6 +90,7 @@ def run_episode(assignment: Assignment, workspace: Workspace, harness: Harness, 
                 if verdict.outcome != "admitted":
                     result.failed_stages.append(verdict.failed_stage or "static")
                 result.outcome, result.env_id = verdict.outcome, env_id
+                _table2(result, verdict, pool.get(env_id).path)
                 if verdict.admitted:
                     break
                 feedback = verdict.feedback(_diagnostic_in(workspace, verdict))
@@ -88,7 +101,8 @@ def run_episode(assignment: Assignment, workspace: Workspace, harness: Harness, 
         failure = exc
         raise
     finally:
-        result.tokens, result.cost_usd = harness.tokens, harness.cost_usd
+        result.tokens = harness.tokens + result.review_tokens
+        result.cost_usd = harness.cost_usd + result.review_cost_usd
         if failure is not None:
             _set_aside(assignment, harness, result, out_dir, failure)
         else:
@@ -102,6 +116,39 @@ def run_episode(assignment: Assignment, workspace: Workspace, harness: Harness, 
         if failure is None:
             log_.close(assignment.assignment_id, result.outcome, result.env_id, result.cost_usd, result.tokens)
     return result
+
+
+def _table2(result: EpisodeResult, verdict: AdmissionVerdict, env_path: Path) -> None:
+    """What Table 2 and Fig. 5 count of the submission just judged (the last one stands)."""
+    if verdict.review is not None:
+        result.review_tokens += verdict.review.tokens
+        result.review_cost_usd += verdict.review.cost_usd
+    result.checks_1_4 = verdict.validation is not None and verdict.validation.valid
+    result.checks_1_6, result.calibrated = verdict.valid, verdict.admitted
+    result.stats = {"data_files": _data_files(env_path)} if result.checks_1_4 else {}
+    cal = verdict.calibration
+    if cal is not None and result.checks_1_4:
+        result.stats.update(solver_success=cal.decision.mean, solver_turns=_mean_turns(cal))
+
+
+def _data_files(env_path: Path) -> int:
+    """Files the environment ships besides its Dockerfile (Fig. 5: data files per env)."""
+    root = env_path / "environment"
+    return sum(1 for p in root.rglob("*") if p.is_file() and p.name != "Dockerfile") if root.is_dir() else 0
+
+
+def _mean_turns(cal) -> float | None:
+    import json
+    import statistics
+
+    turns = []
+    for path in getattr(cal, "paths", []) or []:
+        try:
+            steps = json.loads(Path(path).read_text()).get("steps", [])
+        except (OSError, ValueError):
+            continue
+        turns.append(sum(s.get("source") == "agent" for s in steps))
+    return statistics.fmean(turns) if turns else None
 
 
 def _diagnostic_in(workspace: Workspace, verdict: AdmissionVerdict) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import statistics
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from aes.proposer.terminal_harness import TerminalHarness
 from aes.proposer.tools import ProposerTools
 from aes.proposer.workspace import build_workspace
 from aes.paths import RunPaths
+from aes.report.stats import rate
 from aes.rollout import RolloutRunner, latest_rows, read_index
 from aes.tasks import find_tasks, load_task
 
@@ -126,21 +128,34 @@ def run_assignments(stack: ProposerStack, assignments: list[Assignment], opened:
 
 
 def summarize(results: list[EpisodeResult]) -> dict:
-    """The paper's Table 2 columns for a set of episodes."""
+    """The paper's Table 2 columns for a set of episodes, each judged on the env it finally submitted:
+    valid = admission checks 1-4 (it builds, its reference scores 1, doing nothing < 0.5), admitted =
+    checks 1-6 (also decontamination and review), calibrated = also in the calibration band (it
+    joined the pool); rates with 95% Wilson intervals; tokens and USD of every proposer-side model
+    call (review included) per valid env; Fig. 5's statistics of the valid envs."""
     n = len(results)
-    valid = [r for r in results if r.outcome in ("valid", "admitted")]
+    valid = [r for r in results if r.checks_1_4]
     tokens, cost = sum(r.tokens for r in results), sum(r.cost_usd for r in results)
+    stats = {key: [r.stats[key] for r in valid if r.stats.get(key) is not None]
+             for key in ("data_files", "solver_turns", "solver_success")}
     return {
         "episodes": n,
         "valid_env_rate": len(valid) / n if n else 0.0,
         "valid": len(valid),
-        "admitted": sum(r.outcome == "admitted" for r in results),
+        "valid_ci": rate(len(valid), n),
+        "admitted": sum(r.checks_1_6 for r in results),
+        "admitted_ci": rate(sum(r.checks_1_6 for r in results), n),
+        "calibrated": sum(r.calibrated for r in results),
+        "calibrated_ci": rate(sum(r.calibrated for r in results), n),
         "failures_by_stage": dict(Counter(s for r in results for s in r.failed_stages)),
         "mean_revisions": sum(r.revisions for r in results) / n if n else 0.0,
         "tokens": tokens,
         "cost_usd": cost,
+        "review_cost_usd": sum(r.review_cost_usd for r in results),
         "tokens_per_valid_env": tokens / len(valid) if valid else None,
         "cost_per_valid_env": cost / len(valid) if valid else None,
+        "fig5": {key: {"mean": statistics.fmean(v), "median": statistics.median(v), "n": len(v)} if v else None
+                 for key, v in stats.items()},
     }
 
 
@@ -151,8 +166,11 @@ def generate(cfg: AesConfig, stack: ProposerStack, round: int = 0) -> tuple[list
     results = run_assignments(stack, assignments)
     summary = summarize(results)
     (stack.paths.root / "generate.json").write_text(json.dumps(
-        {"summary": summary, "episodes": [{**r.assignment.to_dict(), "outcome": r.outcome, "env_id": r.env_id,
-                                           "revisions": r.revisions, "failed_stages": r.failed_stages,
-                                           "tokens": r.tokens, "cost_usd": r.cost_usd} for r in results]},
+        {"proposer": cfg.proposer.name, "harness": cfg.harness.name, "summary": summary,
+         "episodes": [{**r.assignment.to_dict(), "outcome": r.outcome, "env_id": r.env_id,
+                       "revisions": r.revisions, "failed_stages": r.failed_stages, "checks_1_4": r.checks_1_4,
+                       "checks_1_6": r.checks_1_6, "calibrated": r.calibrated, "stats": r.stats,
+                       "tokens": r.tokens, "cost_usd": r.cost_usd, "review_cost_usd": r.review_cost_usd}
+                      for r in results]},
         indent=2) + "\n")
     return results, summary
