@@ -71,12 +71,14 @@ class Flywheel:
             round_ = self.step // self.interval
             if self.step % self.interval == 0 and not self.pool.get_meta(f"flywheel.round.{round_}.done", False):
                 self.generation(round_)
+            self.evaluate()
             self.train_step(round_)
-            if self.updates and self.updates % self.cfg.trainer.updates_per_refresh == 0 \
+            if self.cfg.flywheel.refresh and self.updates and self.updates % self.cfg.trainer.updates_per_refresh == 0 \
                     and self.pool.get_meta("flywheel.refreshed", -1) != self.updates:
                 self.refresh()
             if self.step % self.interval == 0:
                 self.log_round(round_)
+        self.evaluate()
         write_report(self.paths.root, self.pool.envs(), f"aes run {self.paths.root.name}")
 
     def _version(self, batch: str) -> None:
@@ -228,6 +230,24 @@ class Flywheel:
         self.ready = kept[target:]
         self.carried = sum(batch.running() for batch in self.in_flight)
         return kept[:target], collected
+
+    # -- evaluation -----------------------------------------------------------------------
+    def evaluate(self) -> None:
+        """avg@k and pass@k on ``eval.tasks`` at update 0 and every ``eval.every`` updates (once each)."""
+        ev = self.cfg.eval
+        if not ev.tasks or self.updates % ev.every or self.pool.get_meta("flywheel.evaluated", -1) == self.updates:
+            return
+        from aes.modes import tasks_under
+        from aes.rollout.evaluate import evaluate
+
+        report = evaluate(self.rollouts.at(f"eval-u{self.updates:04d}", self.updates), tasks_under(ev.tasks),
+                          ev.attempts, show_progress=False)
+        log.info("evaluation at update %d: avg@%d = %.3f, pass@%d = %.3f over %d tasks", self.updates, report.k,
+                 report.avg_at_k, report.k, report.pass_at_k, len(report.tasks))
+        self.metrics.log({"event": "eval", "update": self.updates, "step": self.step, "eval/tasks": len(report.tasks),
+                          f"eval/avg@{report.k}": report.avg_at_k, f"eval/pass@{report.k}": report.pass_at_k},
+                         step=self.step)
+        self.pool.set_meta("flywheel.evaluated", self.updates)
 
     # -- refresh --------------------------------------------------------------------------
     def refresh(self) -> None:

@@ -20,18 +20,23 @@ log = logging.getLogger("aes")
 
 def load_tasks(cfg: AesConfig) -> list:
     """The tasks under ``tasks=DIR``; ones that cannot be loaded are reported and skipped."""
-    from aes.tasks import TaskLoadError, find_tasks, load_task
-
     if not cfg.tasks:
         raise ConfigError(f"mode={cfg.mode} needs tasks=DIR (a task dir or a dir of task dirs)")
+    return tasks_under(cfg.tasks)
+
+
+def tasks_under(directory: str) -> list:
+    """The loadable tasks under ``directory``; the others are reported and skipped."""
+    from aes.tasks import TaskLoadError, find_tasks, load_task
+
     tasks = []
-    for path in find_tasks([Path(cfg.tasks)]):
+    for path in find_tasks([Path(directory)]):
         try:
             tasks.append(load_task(path))
         except TaskLoadError as exc:
             log.error("skipping %s: %s: %s", path, exc.code, exc)
     if not tasks:
-        raise ConfigError(f"no loadable task under tasks={cfg.tasks}")
+        raise ConfigError(f"no loadable task under {directory}")
     return tasks
 
 

@@ -161,7 +161,10 @@ def assert_paper_sizes(cfg) -> None:
     assert t.max_seq_len == cfg.solver.context_length == 131072 <= t.micro_batch_tokens
     assert (f.proposer_interval, t.updates_per_refresh, f.pool_size) == (16, 16, 256)
     assert f.rounds * f.proposer_interval == 288 and f.assignments_per_round * f.proposer_samples >= 64
-    assert (h.max_turns, h.episode_timeout_sec, h.cpus, h.memory_mb, h.max_revisions) == (None, 7200, 16, 32768, 2)
+    # the paper's Prompt arm never runs what it writes: it gets no revisions (App. G.4's two are for the others)
+    revisions = 0 if h.name == "prompt" else 2
+    assert (h.max_turns, h.episode_timeout_sec, h.cpus, h.memory_mb, h.max_revisions) == (None, 7200, 16, 32768,
+                                                                                            revisions)
     assert (s.default_cpus, s.default_memory_mb) == (4, 8192)
     assert (c.initial_attempts, c.expanded_attempts, c.band_low, c.band_high, c.min_std) == (4, 8, 0.25, 0.75, 0.1)
     assert cfg.agent.max_turns is None and cfg.solver.max_tokens >= 8192

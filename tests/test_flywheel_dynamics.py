@@ -96,3 +96,23 @@ def test_a_killed_run_resumes_where_it_stopped(run, tmp_path):
     after = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r for r in after if r["event"] in ("update", "no_update", "round")] == \
         [r for r in rows if r["event"] in ("update", "no_update", "round")]
+
+
+def test_a_static_pool_is_evaluated_as_it_trains(tmp_path):
+    """experiment=static_pool's switches on the simulated loop: no proposer, no review of the pool,
+    a benchmark evaluated at update 0 and every eval.every updates."""
+    from tests.conftest import SEEDS
+
+    cfg = compose_config(["experiment=simulated", "flywheel.rounds=2", "flywheel.assignments_per_round=0",
+                          "flywheel.refresh=false", f"eval.tasks={SEEDS}", "eval.every=2", "eval.attempts=2"])
+    flywheel = Flywheel(build_flywheel(cfg, tmp_path))
+    try:
+        before = {e.env_id for e in _seed(flywheel)}
+        flywheel.run()
+        assert {e.env_id for e in flywheel.pool.envs("admitted")} == before  # the pool did not change
+    finally:
+        flywheel.close()
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in rows if r["event"] == "eval"]
+    assert [r["update"] for r in evals] == [0, 2, 4] and all(0 <= r["eval/avg@2"] <= 1 for r in evals)
+    assert not [r for r in rows if r["event"] == "refresh"]

@@ -430,6 +430,22 @@ class LoggerConfig:
 
 
 @dataclass
+class EvalConfig:
+    """Evaluation of the solver on a benchmark during training (Table 3, Fig. 20's x axis)."""
+
+    tasks: Optional[str] = None
+    """Directory of benchmark tasks evaluated during a run; None: no evaluation during training."""
+    every: int = 16
+    """Evaluate after every this many DPPO updates (and before the first)."""
+    attempts: int = 5
+    """Attempts per task: avg@k and pass@k with k = attempts (the paper reports avg@5)."""
+
+    def __post_init__(self) -> None:
+        if self.every < 1 or self.attempts < 1:
+            raise ConfigError("eval.every and eval.attempts must be >= 1")
+
+
+@dataclass
 class FlywheelConfig:
     """Sizes of the whole loop (``conf/flywheel``; paper App. G.1 in ``experiment=paper_*``)."""
 
@@ -448,6 +464,9 @@ class FlywheelConfig:
     """A refresh never retires envs below this many admitted ones."""
     max_group_draws: int = 3
     """Draw up to this many times ``trainer.envs_per_update`` envs looking for groups with reward spread."""
+    refresh: bool = True
+    """Review the pool every ``trainer.updates_per_refresh`` updates, retiring envs that left the band
+    (off: a static pool, the Tmax-style baseline of experiment=static_pool)."""
     carry_unfinished: bool = False
     """Carry unfinished solver attempts across updates (paper App. G.1): an update starts once enough
     groups are complete; attempts still running keep their container and history and go on under the
@@ -639,6 +658,8 @@ class AesConfig:
     """Sizes of the whole loop."""
     sft: SFTConfig = field(default_factory=SFTConfig)
     """The cold start (mode=sft)."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """Benchmark evaluation during training."""
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     """Model servers and trainer ranks the job starts on its allocation (aes/cluster)."""
 

@@ -76,6 +76,10 @@ def write_report(run_dir: Path, pool_envs: list[Any], title: str = "aes run") ->
         ("Solver reward over updates", _line(updates, "update", ["solver_reward_mean"], "mean reward")),
         ("DPPO masked fraction", _line(updates, "update", ["dppo/masked_fraction"], "fraction outside trust region")),
     ]
+    evals = [r for r in rows if r.get("event") == "eval"]
+    keys = sorted({k for r in evals for k in r if k.startswith(("eval/avg@", "eval/pass@"))})
+    if keys:
+        plots.append(("Benchmark during training", _line(evals, "update", keys, "score")))
     figures = "\n".join(f'<figure><figcaption>{html.escape(name)}</figcaption>'
                         f'<img src="data:image/png;base64,{_figure(draw)}"></figure>' for name, draw in plots)
     last = rounds[-1] if rounds else {}
