@@ -55,7 +55,9 @@ def run(cfg: AesConfig, run_dir: Path) -> bool:
         flywheel.run()
     finally:
         flywheel.close()
-    log.info("run dir: %s (metrics.jsonl, report.html, pool/, trajectories/)", run_dir)
+    size = sum(p.stat().st_size for p in run_dir.rglob("*") if p.is_file() and not p.is_symlink())
+    log.info("run dir: %s, %.0f MB (metrics.jsonl, report.html, pool/, trajectories/, checkpoints/)", run_dir,
+             size / 1e6)
     return True
 
 

@@ -8,6 +8,7 @@ checks 1-6 and *admitted* when calibration also puts it in the band.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from aes.admission.validate import ValidationReport, Validator
 from aes.calibration import ADMIT, CalibrationResult, Calibrator
 from aes.tasks import Reason, load_task
 
+log = logging.getLogger(__name__)
 STAGES = ("static", "build", "oracle", "nop", "decontam", "review", "calibration")
 
 
@@ -51,6 +53,10 @@ class AdmissionVerdict:
         return "\n".join(lines)
 
 
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def _stage(reason: Reason) -> str:
     head = reason.code.split(".", 1)[0]
     return head if head in STAGES else "static"
@@ -68,6 +74,9 @@ class AdmissionPipeline:
         verdict = AdmissionVerdict()
         report = self.validator.validate(task_dir)
         verdict.validation = report
+        log.info("%s: checks 1-4 %s (oracle %s, do-nothing %s, %.0f s)%s", env_id, "passed" if report.valid else "FAILED",
+                 report.oracle_reward, report.nop_reward, report.seconds,
+                 f": {report.reasons[0]}" if report.reasons else "")
         if not report.valid:
             return self._fail(verdict, report.reasons)
         task = load_task(task_dir, max_instruction_kb=self.validator.cfg.max_instruction_kb)
@@ -77,13 +86,18 @@ class AdmissionPipeline:
             return self._fail(verdict, [overlap])
         if self.reviewer is not None:
             verdict.review = self.reviewer.review(task_dir)
+            log.info("%s: review %s", env_id, "passed" if verdict.review.passed else
+                     f"FAILED: {verdict.review.reasons[0] if verdict.review.reasons else ''}")
             if not verdict.review.passed:
                 return self._fail(verdict, verdict.review.reasons)
         verdict.valid = True
         if self.calibrator is None:
             return verdict
+        log.info("%s: calibrating against the solver", env_id)
         [result] = self.calibrator.calibrate([task], show_progress=False)
         verdict.calibration = result
+        log.info("%s: calibration %s: rewards %s (mean %s, std %s)", env_id, result.decision.verdict,
+                 result.rewards, _fmt(result.decision.mean), _fmt(result.decision.std))
         if result.decision.verdict != ADMIT:
             return self._fail(verdict, [Reason(f"calibration.{result.decision.verdict}", result.decision.reason)])
         verdict.admitted = True

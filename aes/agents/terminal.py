@@ -16,6 +16,7 @@ as a reward of 0. Every other model error ends the episode as ``model_error``.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import uuid
@@ -30,6 +31,8 @@ from aes.models import BudgetExhausted, ChatModel, ChatResult, ModelError, Model
 from aes.sandbox import AgentRun, Container
 from aes.sandbox.shell import ShellSession
 from aes.tasks import Task
+
+log = logging.getLogger(__name__)
 
 BASH_TOOL = ToolSpec(
     name="bash",
@@ -128,8 +131,10 @@ class Episode:
 
     def __init__(self, model: ChatModel, cfg: AgentConfig, container: Container, system: str,
                  host_tools: list[HostTool] | None = None, agent_name: str = "aes-terminal-agent",
-                 max_policy_span: int | None = None):
+                 max_policy_span: int | None = None, progress: str | None = None):
         self.model, self.cfg, self.container = model, cfg, container
+        self.progress = progress
+        """A label to log each turn under (the proposer's episodes); None: quiet (solver attempts)."""
         self.max_policy_span = max_policy_span
         """Most policy updates the episode may see after its first model call (None: no limit)."""
         self.first_version: int | None = None
@@ -198,6 +203,10 @@ class Episode:
                 continue
             format_errors = 0
             observation = self._act(action, step, deadline)
+            if self.progress:
+                what = action.tool or f"$ {action.command.splitlines()[0][:100]}"
+                log.info("%s turn %d: %s -> %s", self.progress, self.turns, what,
+                         (observation or "container stopped").splitlines()[0][:60])
             if observation is None:
                 return EndReason.CONTAINER_STOPPED
             # Time of the turn outside the model: command round trip, parsing, recording.

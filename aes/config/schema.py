@@ -285,6 +285,8 @@ class TrainerConfig:
     """Port of the NCCL rendezvous between trainer and vLLM server (weight_sync=vllm_server)."""
     updates_per_refresh: int = 16
     """Solver updates between pool refreshes."""
+    keep_checkpoints: int = 2
+    """Newest DeepSpeed checkpoints kept in RUN_DIR/checkpoints (older ones are deleted after each save)."""
     deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
     """DeepSpeed engine settings."""
 

@@ -79,8 +79,12 @@ def run_episode(assignment: Assignment, workspace: Workspace, harness: Harness, 
     log_ = AssignmentLog(pool)
     failure: InfrastructureError | None = None
     try:
+        log.info("%s: episode started (parent %s, %s; harness %s)", assignment.assignment_id, assignment.parent_name,
+                 assignment.direction, harness.name)
         draft = harness.start(assignment, workspace)
         for revision in range(max_revisions + 1):
+            log.info("%s: revision %d: %s", assignment.assignment_id, revision,
+                     f"draft {draft.name} handed in, admission starts" if draft else f"no draft ({harness.note})")
             result.revisions = revision
             verdict, env_id = _admit(draft, assignment, harness, pipeline, pool, revision)
             if verdict is None:
@@ -115,6 +119,9 @@ def run_episode(assignment: Assignment, workspace: Workspace, harness: Harness, 
         harness.close()
         if failure is None:
             log_.close(assignment.assignment_id, result.outcome, result.env_id, result.cost_usd, result.tokens)
+            log.info("%s: episode ended %s after %d revision(s) (failed stages: %s; %d tokens, $%.4f)",
+                     assignment.assignment_id, result.outcome, result.revisions,
+                     ", ".join(result.failed_stages) or "none", result.tokens, result.cost_usd)
     return result
 
 

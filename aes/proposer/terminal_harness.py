@@ -88,7 +88,8 @@ class TerminalHarness:
         system = SYSTEM + ("" if self.model.supports_tools and self.model.config.use_tools is not False
                            else FENCED_TOOLS)
         self.episode = Episode(self.model, self.agent_cfg, self.container, system,
-                               self.tools.host_tools(workspace), agent_name="aes-proposer-terminal")
+                               self.tools.host_tools(workspace), agent_name="aes-proposer-terminal",
+                               progress=assignment.assignment_id)
         brief = (workspace.root / "instructions" / "ASSIGNMENT.md").read_text()
         return self._run(brief + "\nStart by reading /workspace/instructions/.")
 

@@ -12,7 +12,9 @@ MASTER_PORT); under ``deepspeed``/``torchrun`` the launcher's variables are used
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import socket
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ def on_cpu() -> bool:
     return get_accelerator().device_name() == "cpu"
 
 
+log = logging.getLogger(__name__)
 _OWNER = "AES_SINGLE_RANK_PID"
 """Marks the one-rank variables aes set for itself, so a child process does not take them for a launcher's."""
 
@@ -43,6 +46,11 @@ def ensure_distributed() -> None:
     import deepspeed
     from deepspeed.accelerator import get_accelerator
 
+    from aes.train.warm_ops import load_probe
+
+    if not load_probe():
+        log.warning("DeepSpeed will probe its ops now (it compiles test programs): run `python -m "
+                    "aes.train.warm_ops` (launchers/setup.sh does) to do it once, ahead of runs")
     if torch.distributed.is_initialized():
         deepspeed.init_distributed(dist_init_required=False)
         return
@@ -106,10 +114,17 @@ def build_engine(model: torch.nn.Module, cfg: TrainerConfig) -> Any:
     return engine
 
 
-def save_checkpoint(engine: Any, directory: str | Path, step: int, client_state: dict[str, Any]) -> str:
-    """Save model, optimizer and ``client_state`` under ``directory/step_<step>``; returns the tag."""
+def save_checkpoint(engine: Any, directory: str | Path, step: int, client_state: dict[str, Any],
+                    keep: int | None = None) -> str:
+    """Save model, optimizer and ``client_state`` under ``directory/step_<step>``; returns the tag.
+    ``keep``: delete all but the newest ``keep`` ``step_*`` checkpoints (rank 0, after the save)."""
     tag = f"step_{step}"
     engine.save_checkpoint(str(directory), tag=tag, client_state=client_state)
+    if keep and int(os.environ.get("RANK", "0")) == 0:
+        steps = sorted((p for p in Path(directory).glob("step_*") if p.is_dir() and p.name[5:].isdigit()),
+                       key=lambda p: int(p.name[5:]))
+        for old in steps[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
     return tag
 
 

@@ -133,7 +133,7 @@ class GGUFExport:
     """
 
     def __init__(self, template: str | Path, reload: Callable[[Path], None], out_dir: str | Path | None = None,
-                 keep: int = 2):
+                 keep: int = 1):
         self.template = Path(template)
         self.reload = reload
         self.out_dir = Path(out_dir or tempfile.mkdtemp(prefix="aes-gguf-"))
@@ -159,7 +159,10 @@ class GGUFExport:
             old.unlink(missing_ok=True)
 
     def close(self) -> None:
-        pass
+        """The exports are the rollout engine's copy of the weights, rebuilt from the checkpoint on
+        resume: none is left in the run dir."""
+        for old in self.out_dir.glob("policy-v*.gguf"):
+            old.unlink(missing_ok=True)
 
 
 def _vllm_name(name: str) -> str:

@@ -23,6 +23,7 @@ of either are the same DeepSpeed checkpoint, so a cold-start checkpoint resumes 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -36,6 +37,7 @@ from aes.train.advantages import Batch, advantage_samples
 from aes.train.batching import collate, pack, shard
 from aes.train.dppo import dppo_loss, merge_stats, token_logprobs
 
+log = logging.getLogger(__name__)
 LOSSES = {"dppo": dppo_loss}
 """Registered policy-gradient variants (``trainer.algorithm``): name -> loss over a micro-batch."""
 from aes.train.engine import build_engine, load_checkpoint, save_checkpoint
@@ -126,15 +128,20 @@ class PolicyTrainer:
         parts, trained, padded = [], 0, 0
         with self.lock:
             self.engine.train()
-            for mb_samples in micro_batches:
+            for i, mb_samples in enumerate(micro_batches, 1):
                 mb = collate(mb_samples, self.pad_id).to(self.device)
                 parts.append(backward(mb))
                 trained += int(mb.attention_mask.sum()) if mb_samples else 0
                 padded += mb.input_ids.numel() if mb_samples else 0
+                log.info("update %d: micro-batch %d/%d done (%d tokens, %.0f s so far)", self.step + 1, i,
+                         len(micro_batches), int(mb.attention_mask.sum()) if mb_samples else 0,
+                         time.perf_counter() - start)
             self.engine.step()
             self.engine.eval()
             self.step += 1
             compute = time.perf_counter() - start
+            log.info("update %d: optimizer step done in %.0f s; pushing the weights to the rollout engine",
+                     self.step, compute)
             self.sync.push(self.engine)
         grad_norm = self.engine.get_global_grad_norm()
         return parts, {
@@ -212,7 +219,7 @@ class PolicyTrainer:
 
     def save(self, directory: str | Path) -> Path:
         """A resumable DeepSpeed checkpoint (model, optimizer, step) under ``directory``."""
-        tag = save_checkpoint(self.engine, directory, self.step, {"step": self.step})
+        tag = save_checkpoint(self.engine, directory, self.step, {"step": self.step}, keep=self.cfg.keep_checkpoints)
         return Path(directory) / tag
 
     def load(self, directory: str | Path, tag: str | None = None) -> int:

@@ -6,16 +6,56 @@
 Ops are cached in ``TORCH_EXTENSIONS_DIR`` (default ``~/.cache/torch_extensions``); a cold
 build takes minutes on 2 cores, a cached load ~1 s. Run it in CI's setup (and cache that
 directory) so the first test does not pay the build.
+
+DeepSpeed also probes every op's compatibility on first use — compiling and linking a test
+program for some of them — in every process that trains. The probe's answers are stored here
+(:data:`PROBE_CACHE`) and :func:`load_probe` hands them to DeepSpeed, so no compiler runs
+during a run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import time
+from pathlib import Path
 
 BUILDERS = {"shm_comm": "ShareMemCommBuilder", "cpu_adam": "CPUAdamBuilder", "fused_adam": "FusedAdamBuilder"}
 DEFAULT = ("shm_comm",)
+
+
+def _probe_cache() -> Path:
+    import deepspeed
+    from deepspeed.accelerator import get_accelerator
+
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+    return root / f"aes-compatible-ops-{deepspeed.__version__}-{get_accelerator().device_name()}.json"
+
+
+def save_probe() -> Path:
+    """Run DeepSpeed's compatibility probe once and store its answers."""
+    import deepspeed.ops
+
+    path = _probe_cache()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(deepspeed.ops.__compatible_ops__))
+    return path
+
+
+def load_probe() -> bool:
+    """Give DeepSpeed the stored probe (no compiler runs); False when there is none."""
+    import deepspeed.ops
+
+    if "__compatible_ops__" in vars(deepspeed.ops):
+        return True
+    try:
+        stored = json.loads(_probe_cache().read_text())
+    except (OSError, ValueError):
+        return False
+    deepspeed.ops.__compatible_ops__ = stored
+    return True
 
 
 def warm(ops: tuple[str, ...] = DEFAULT) -> dict[str, float | None]:
@@ -40,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="also build cpu_adam and fused_adam")
     args = parser.parse_args(argv)
     ops = tuple(BUILDERS) if args.all else DEFAULT
+    print(f"op compatibility probe stored in {save_probe()}")
     for name, seconds in warm(ops).items():
         print(f"{name}: " + ("not available on this accelerator" if seconds is None else f"ready in {seconds:.1f} s"))
     return 0
