@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from aes.config import AesConfig
+from aes.config import AesConfig, ConfigError
 from aes.models import ChatModel, RunBudget, build_model
 from aes.paths import RunPaths
 
@@ -28,11 +28,29 @@ def build_trials(cfg: AesConfig):
     return TrialRunner(cfg.sandbox)
 
 
-def build_rollouts(cfg: AesConfig, paths: RunPaths, solver: ChatModel, trials):
+def build_rollouts(cfg: AesConfig, paths: RunPaths, solver: ChatModel, trials, judge_model: ChatModel | None = None):
+    """The solver's rollout runner; human-in-the-loop tasks run in ``hil.setting`` with its judge."""
     from aes.rollout import RolloutRunner
 
-    return RolloutRunner(solver, cfg.agent, trials, paths.root, cfg.sandbox.concurrency,
-                         infra_limit=cfg.infra_failure_limit)
+    runner = RolloutRunner(solver, cfg.agent, trials, paths.root, cfg.sandbox.concurrency,
+                           infra_limit=cfg.infra_failure_limit)
+    runner.hil_setting, runner.hil_weight = cfg.hil.setting, cfg.hil.shaped_reward_weight
+    runner.hil_judge = build_judge(cfg, judge_model)
+    return runner
+
+
+def build_judge(cfg: AesConfig, model: ChatModel | None):
+    """The judge behind ``ask_human``: deterministic, or a model with the domain's judge prompt."""
+    from aes.hil.human import KeywordJudge, ModelJudge
+
+    if cfg.hil.judge == "keyword":
+        return KeywordJudge()
+    import aes.domains
+
+    if model is None:
+        raise ConfigError("hil.judge=model needs a model: the proposer's (set proposer=...)")
+    prompt = Path(aes.domains.__file__).parent / cfg.domain.name / "judge.md"
+    return ModelJudge(model, prompt.read_text() if prompt.is_file() else "Decide which blockers a question asks about.")
 
 
 def build_admission(cfg: AesConfig, trials, rollouts, grader: ChatModel):
@@ -107,7 +125,7 @@ def build_flywheel(cfg: AesConfig, run_dir: Path) -> FlywheelParts:
         solver.close()
         raise
     trials = build_trials(cfg)
-    rollouts = build_rollouts(cfg, paths, solver.chat, trials)
+    rollouts = build_rollouts(cfg, paths, solver.chat, trials, judge_model=proposer)
     pool = PoolStore(paths.pool)
     validator, pipeline, calibrator = build_admission(cfg, trials, rollouts, proposer)
     stack = build_proposer_stack(cfg, paths, proposer, rollouts, pool, pipeline, validator)

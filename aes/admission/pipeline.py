@@ -19,7 +19,7 @@ from aes.calibration import ADMIT, CalibrationResult, Calibrator
 from aes.tasks import Reason, load_task
 
 log = logging.getLogger(__name__)
-STAGES = ("static", "build", "oracle", "nop", "decontam", "review", "calibration")
+STAGES = ("static", "build", "oracle", "nop", "hil", "decontam", "review", "calibration")
 
 
 @dataclass

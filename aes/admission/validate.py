@@ -22,6 +22,7 @@ from aes.sandbox import (
     TrialResult,
     TrialRunner,
 )
+from aes.hil.blockers import is_hil_task
 from aes.sandbox.limits import clamp_notes
 from aes.tasks import Reason, Task, TaskLoadError, load_task
 from aes.tasks.static import check_task_with_config
@@ -142,6 +143,10 @@ class Validator:
                 report.timings[f"{name}.{stage}"] = seconds
         report.oracle_reward, report.nop_reward = report.oracle.reward, report.nop.reward
         report.reasons += self._judge(report.oracle, report.nop)
+        if not report.reasons and is_hil_task(path):  # human-in-the-loop: every blocker must matter
+            from aes.hil.admission import hil_reasons
+
+            report.reasons += hil_reasons(path, self.runner, build.image, self.nop_max_reward)
         report.notes += _warnings(report.oracle, report.nop)
         return report
 

@@ -274,12 +274,14 @@ class TerminalAgent:
     """The solver harness: a :class:`~aes.sandbox.TrialAgent` driven by a chat model."""
 
     def __init__(self, model: ChatModel, cfg: AgentConfig, name: str | None = None, hints: str | None = None,
-                 max_policy_span: int | None = None):
+                 max_policy_span: int | None = None, hil: Any = None):
         self.model = model
         self.cfg = cfg
         self.name = name or model.config.name
         self.hints = hints
         self.max_policy_span = max_policy_span
+        self.hil = hil
+        """A human-in-the-loop setting (:class:`aes.hil.tool.HilAttempt`): its instruction and ``ask_human``."""
 
     def system_prompt(self, uses_tools: bool) -> str:
         if self.cfg.system_prompt:
@@ -292,8 +294,9 @@ class TerminalAgent:
         deadline = time.monotonic() + timeout
         uses_tools = bool(self.model.supports_tools and self.model.config.use_tools is not False)
         episode = Episode(self.model, self.cfg, container, self.system_prompt(uses_tools),
-                          max_policy_span=self.max_policy_span)
-        instruction = task.instruction + (prompts.HINTS_HEADER + self.hints if self.hints else "")
+                          host_tools=self.hil.tools if self.hil else None, max_policy_span=self.max_policy_span)
+        instruction = (self.hil.instruction if self.hil else task.instruction) + \
+            (prompts.HINTS_HEADER + self.hints if self.hints else "")
         try:
             end = episode.send(instruction, deadline)
         except InfrastructureError:
@@ -304,6 +307,7 @@ class TerminalAgent:
         versions = [v for v in (s["extra"].get("policy_version") for s in episode.recorder.steps
                                 if s.get("source") == "agent") if v is not None]
         trajectory = episode.trajectory(end_reason=end, hints=bool(self.hints),
-                                        policy_versions=[min(versions), max(versions)] if versions else None)
+                                        policy_versions=[min(versions), max(versions)] if versions else None,
+                                        **({"hil": self.hil.record()} if self.hil else {}))
         return AgentRun(exit_code=0, output=episode.error or "", timed_out=end == EndReason.TIMEOUT,
                         info={"trajectory": trajectory, "end_reason": end})

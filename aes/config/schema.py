@@ -432,6 +432,27 @@ class LoggerConfig:
 
 
 @dataclass
+class HilConfig:
+    """Human-in-the-loop tasks (``aes/hil``; paper §4.5): the setting solver attempts run in."""
+
+    setting: str = "ask_human"
+    """full_info (the withheld answers stated), ask_human (incomplete instruction + the tool) or no_tool."""
+    judge: str = "keyword"
+    """Who decides which withheld details a question asks about: keyword (deterministic) or model
+    (the proposer's model, with the domain's judge prompt)."""
+    shaped_reward_weight: float = 0.0
+    """Training reward = task reward + this x Ask-F1 (0: the task reward alone)."""
+
+    def __post_init__(self) -> None:
+        if self.setting not in ("full_info", "ask_human", "no_tool"):
+            raise ConfigError(f"hil.setting must be full_info, ask_human or no_tool, got {self.setting!r}")
+        if self.judge not in ("keyword", "model"):
+            raise ConfigError(f"hil.judge must be keyword or model, got {self.judge!r}")
+        if self.shaped_reward_weight < 0:
+            raise ConfigError("hil.shaped_reward_weight must be >= 0")
+
+
+@dataclass
 class EvalConfig:
     """Evaluation of the solver on a benchmark during training (Table 3, Fig. 20's x axis)."""
 
@@ -662,6 +683,8 @@ class AesConfig:
     """The cold start (mode=sft)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Benchmark evaluation during training."""
+    hil: HilConfig = field(default_factory=HilConfig)
+    """Human-in-the-loop tasks: the setting, the judge, the shaped reward."""
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     """Model servers and trainer ranks the job starts on its allocation (aes/cluster)."""
 

@@ -28,6 +28,8 @@ class EvalReport:
     pass_at_k: float
     """Share of tasks with at least one attempt at full reward."""
     tasks: list[TaskScore] = field(default_factory=list)
+    hil: dict | None = None
+    """Human-in-the-loop tasks: the setting, success, Ask-F1, precision, recall and ask rate (None: no HiL task)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -46,4 +48,25 @@ def evaluate(rollouts: RolloutRunner, tasks: list[Task], k: int, show_progress: 
         avg_at_k=statistics.fmean(s.mean for s in scores) if scores else 0.0,
         pass_at_k=statistics.fmean(float(s.passed) for s in scores) if scores else 0.0,
         tasks=scores,
+        hil=_hil(envs),
     )
+
+
+def _hil(envs) -> dict | None:
+    """Table 4/5's columns over the attempts of human-in-the-loop tasks."""
+    import json
+    from pathlib import Path
+
+    from aes.hil.metrics import summarize
+
+    scores, rewards, setting = [], [], None
+    for env in envs.values():
+        for record in env.records:
+            extra = json.loads(Path(record.path).read_text()).get("extra", {}) if record.path else {}
+            if extra.get("hil"):
+                scores.append(extra["hil"])
+                setting = extra["hil"]["setting"]
+                rewards.append(extra.get("reward_task", extra.get("reward")) or 0.0)
+    if not scores:
+        return None
+    return {"setting": setting, "success": statistics.fmean(rewards), **summarize(scores)}

@@ -88,6 +88,11 @@ class RolloutRunner:
         """Cause -> count of attempts lost to the infrastructure, over this runner's life."""
         self.max_policy_span: int | None = None
         """Most policy updates one attempt may see (carried rollouts); None: no limit."""
+        self.hil_setting: str | None = None
+        """The setting of human-in-the-loop tasks (full_info, ask_human, no_tool); None: HiL off."""
+        self.hil_judge = None
+        self.hil_weight = 0.0
+        """Shaped reward: task reward + this x Ask-F1 (``hil.shaped_reward_weight``)."""
         self._lock = threading.Lock()
         self._background: dict[str, ThreadPoolExecutor] = {}
 
@@ -98,6 +103,7 @@ class RolloutRunner:
                              self.policy_version if policy_version is None else policy_version)
         view._lock, view.infra_failures, view._background = self._lock, self.infra_failures, self._background
         view.max_policy_span = self.max_policy_span
+        view.hil_setting, view.hil_judge, view.hil_weight = self.hil_setting, self.hil_judge, self.hil_weight
         return view
 
     def submit(self, tasks: list[Task], attempts: int) -> "InFlight":
@@ -189,10 +195,16 @@ class RolloutRunner:
                 return record_from_file(path)
             except (ValueError, KeyError) as exc:
                 log.warning("unreadable trajectory %s (%s); running the attempt again", path, exc)
+        hil = None
+        if self.hil_setting:
+            from aes.hil.tool import hil_attempt
+
+            hil = hil_attempt(env.task, self.hil_setting, self.hil_judge)
         agent = TerminalAgent(self.solver, self.agent_cfg, name=self.solver_name, hints=hints,
-                              max_policy_span=self.max_policy_span)
+                              max_policy_span=self.max_policy_span, hil=hil)
         result = self.trials.run(env.task, agent, image)
         trajectory = attach_result(result, env.env_id, self.solver_name, k)
+        _shape(trajectory["extra"], self.hil_weight)
         if result.outcome in INFRASTRUCTURE:
             # kept for the record, under a name a resumed run does not reuse: the attempt runs again
             aside = path.parent / "infra" / path.name
@@ -215,6 +227,15 @@ class RolloutRunner:
                     rows[row_key(row)] = row
             fields = set(IndexRow.__dataclass_fields__)
             write_index(index, [IndexRow(**{k: v for k, v in r.items() if k in fields}) for r in rows.values()])
+
+
+def _shape(extra: dict, weight: float) -> None:
+    """Human-in-the-loop shaped reward: the task reward plus ``weight`` x Ask-F1 (kept apart too)."""
+    hil = extra.get("hil")
+    if not weight or not hil or extra.get("reward") is None:
+        return
+    extra["reward_task"] = extra["reward"]
+    extra["reward"] = extra["reward"] + weight * hil["ask_f1"]
 
 
 class InFlight:

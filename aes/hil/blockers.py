@@ -1,0 +1,105 @@
+"""The blocker registry of a HiL task: what the instruction withholds, and the answers."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+TYPES = ("missing_parameters", "business_information", "ambiguous_requirements", "contradictory_information",
+         "question", "schema")
+"""The HiL-Bench taxonomy of blockers."""
+REGISTRY = "blockers.json"
+ANSWERS = "solution/answers.json"
+_ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+
+
+class BlockerError(ValueError):
+    """The registry of a HiL task is malformed; ``code`` is the machine-readable reason."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Blocker:
+    id: str
+    type: str
+    topic: str
+    """What the blocker is about, in a few words (the judge matches questions against it)."""
+    answer: str
+    """The withheld answer (never shown to the solver unless it asks)."""
+    keywords: tuple[str, ...] = field(default_factory=tuple)
+    """Words a question about it would use (the deterministic judge's vocabulary)."""
+
+    def public(self) -> dict:
+        """The blocker without its answer (what a model judge sees)."""
+        return {"id": self.id, "type": self.type, "topic": self.topic, "keywords": list(self.keywords)}
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["keywords"] = list(self.keywords)
+        return data
+
+
+def is_hil_task(task_dir: str | Path) -> bool:
+    return (Path(task_dir) / REGISTRY).is_file()
+
+
+def load_blockers(task_dir: str | Path, max_bytes: int = 1 << 20) -> list[Blocker]:
+    """The task's registry, checked: a list of blockers with unique ids, a known type, a topic and
+    an answer; ``solution/answers.json`` must hold exactly those answers."""
+    root = Path(task_dir)
+    path = root / REGISTRY
+    if not path.is_file():
+        raise BlockerError("hil.no_registry", f"{REGISTRY} is missing: a HiL task lists its withheld details there")
+    if path.stat().st_size > max_bytes:
+        raise BlockerError("hil.registry_too_large", f"{REGISTRY} is over {max_bytes >> 10} KiB")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BlockerError("hil.registry_syntax", f"{REGISTRY} is not JSON: {exc}") from None
+    if not isinstance(raw, list) or not raw:
+        raise BlockerError("hil.registry_empty", f"{REGISTRY} must be a non-empty list of blockers")
+    blockers, seen = [], set()
+    for i, item in enumerate(raw):
+        where = f"{REGISTRY} item {i}"
+        if not isinstance(item, dict):
+            raise BlockerError("hil.blocker_invalid", f"{where} is not an object")
+        missing = [k for k in ("id", "type", "topic", "answer") if not isinstance(item.get(k), str) or not item[k].strip()]
+        if missing:
+            raise BlockerError("hil.blocker_invalid", f"{where} needs non-empty string(s): {', '.join(missing)}")
+        if not _ID.match(item["id"]):
+            raise BlockerError("hil.blocker_invalid", f"{where}: id {item['id']!r} must be letters, digits, - or _")
+        if item["id"] in seen:
+            raise BlockerError("hil.blocker_duplicate", f"{where}: id {item['id']!r} appears twice")
+        if item["type"] not in TYPES:
+            raise BlockerError("hil.blocker_type", f"{where}: type {item['type']!r} is not one of {', '.join(TYPES)}")
+        keywords = item.get("keywords", [])
+        if not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords):
+            raise BlockerError("hil.blocker_invalid", f"{where}: keywords must be a list of strings")
+        seen.add(item["id"])
+        blockers.append(Blocker(item["id"], item["type"], item["topic"].strip(), item["answer"], tuple(keywords)))
+    _check_answers(root, blockers)
+    return blockers
+
+
+def _check_answers(root: Path, blockers: list[Blocker]) -> None:
+    path = root / ANSWERS
+    if not path.is_file():
+        raise BlockerError("hil.no_answers", f"{ANSWERS} is missing: the reference solution must read the withheld "
+                                             "answers from there (one place), so each can be changed to check it matters")
+    try:
+        answers = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BlockerError("hil.answers_syntax", f"{ANSWERS} is not JSON: {exc}") from None
+    expected = {b.id: b.answer for b in blockers}
+    if answers != expected:
+        raise BlockerError("hil.answers_mismatch", f"{ANSWERS} must hold exactly the registry's answers {{id: answer}}; "
+                                                   f"it has {sorted(answers) if isinstance(answers, dict) else answers!r}")
+
+
+def write_answers(task_dir: Path, answers: dict[str, str]) -> None:
+    (task_dir / ANSWERS).write_text(json.dumps(answers, indent=2) + "\n")

@@ -1,0 +1,88 @@
+"""The simulated human behind ``ask_human``: it answers questions about withheld details.
+
+A judge decides which blockers a question asks about; the human replies with those blockers'
+answers, or with a neutral line when it asks about none. Two judges: :class:`KeywordJudge`
+(deterministic: a question asks about a blocker when it contains one of its keywords or the
+words of its topic — for tests and the embedded CPU run) and :class:`ModelJudge` (any configured
+chat model, with the domain's judge prompt). Every question, what it matched and the reply are
+kept (:attr:`SimulatedHuman.log`) and go into the ATIF trajectory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Protocol
+
+from aes.hil.blockers import Blocker
+
+NEUTRAL = "That is not something I can help with."
+_WORD = re.compile(r"[a-z0-9%$._-]+")
+_STOP = frozenset("a an the of to for in on at and or is are be which what how when where who do does should "
+                  "i we you it this that with by from as".split())
+
+
+class Judge(Protocol):
+    def match(self, question: str, blockers: list[Blocker]) -> list[str]: ...
+
+
+def _words(text: str) -> set[str]:
+    return {w.strip("._-") for w in _WORD.findall(text.lower())} - _STOP - {""}
+
+
+class KeywordJudge:
+    """A question asks about a blocker when it holds one of its keywords (a phrase, matched as a
+    whole) or all the content words of its topic."""
+
+    def match(self, question: str, blockers: list[Blocker]) -> list[str]:
+        text = " ".join(_WORD.findall(question.lower()))
+        words = _words(question)
+        hits = []
+        for blocker in blockers:
+            phrases = [" ".join(_WORD.findall(k.lower())) for k in blocker.keywords if k.strip()]
+            topic = _words(blocker.topic)
+            if any(p and re.search(rf"(^| ){re.escape(p)}( |$)", text) for p in phrases) or (topic and topic <= words):
+                hits.append(blocker.id)
+        return hits
+
+
+class ModelJudge:
+    """A chat model decides, from ids, topics and keywords (never the answers), which blockers a
+    question asks about; a reply that is not a JSON list of known ids counts as none."""
+
+    def __init__(self, model, prompt: str):
+        self.model, self.prompt = model, prompt
+
+    def match(self, question: str, blockers: list[Blocker]) -> list[str]:
+        registry = json.dumps([b.public() for b in blockers], indent=1)
+        messages = [{"role": "system", "content": self.prompt},
+                    {"role": "user", "content": f"Blockers:\n{registry}\n\nQuestion:\n{question}\n\n"
+                                                "Reply with a JSON list of the blocker ids the question asks about."}]
+        reply = self.model.chat(messages, max_tokens=200, temperature=0.0).text
+        found = re.search(r"\[.*?\]", reply, re.DOTALL)
+        try:
+            ids = json.loads(found.group(0)) if found else []
+        except ValueError:
+            return []
+        known = {b.id for b in blockers}
+        return [i for i in ids if isinstance(i, str) and i in known]
+
+
+class SimulatedHuman:
+    """Answers one episode's questions; remembers what was asked and revealed."""
+
+    def __init__(self, blockers: list[Blocker], judge: Judge):
+        self.blockers, self.judge = blockers, judge
+        self.log: list[dict] = []
+
+    def ask(self, question: str) -> str:
+        question = (question or "").strip()
+        ids = self.judge.match(question, self.blockers) if question else []
+        by_id = {b.id: b for b in self.blockers}
+        reply = "\n".join(f"{by_id[i].topic}: {by_id[i].answer}" for i in ids) or NEUTRAL
+        self.log.append({"question": question, "matched": ids, "reply": reply})
+        return reply
+
+    @property
+    def revealed(self) -> set[str]:
+        return {i for entry in self.log for i in entry["matched"]}

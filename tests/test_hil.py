@@ -1,0 +1,124 @@
+"""Human-in-the-loop tasks: the blocker registry, the three settings, the simulated human, Ask-F1,
+admission (every blocker must matter) and ask_human inside a real trial."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from aes.hil.blockers import BlockerError, load_blockers
+from aes.hil.human import NEUTRAL, KeywordJudge, SimulatedHuman
+from aes.hil.metrics import ask_scores, summarize
+from aes.hil.settings import instruction_for
+from tests.conftest import make_task
+
+BLOCKERS = [
+    {"id": "B1", "type": "missing_parameters", "topic": "late fee percentage", "keywords": ["late fee", "penalty"],
+     "answer": "1.5"},
+    {"id": "B2", "type": "business_information", "topic": "billing currency", "keywords": ["currency"],
+     "answer": "EUR"},
+]
+SOLVE = ("python3 -c \"import json; a = json.load(open('/solution/answers.json')); "
+         "open('/app/out.txt', 'w').write(a['B1'] + ' ' + a['B2'])\"\n")
+TEST = """#!/bin/bash
+got=$(cat /app/out.txt 2>/dev/null)
+passed=0
+[ "${got%% *}" = "1.5" ] && passed=$((passed+1))
+[ "${got##* }" = "{second}" ] && passed=$((passed+1))
+python3 -c "print($passed / 2)" > /logs/verifier/reward.txt
+"""
+
+
+def hil_task(root, name="hil", blockers=BLOCKERS, second="EUR"):
+    """A small HiL task: the fee and the currency are withheld; the tests check both (or, with
+    ``second="1.5"``... the fee twice, ignoring the currency)."""
+    test = TEST.replace("{second}", second) if second != "fee" else TEST.replace('"${got##* }" = "{second}"',
+                                                                                 '"${got%% *}" = "1.5"')
+    path = make_task(root, name, solve=SOLVE, test=test,
+                     instruction="Write the late fee and the currency of overdue invoices to /app/out.txt.\n")
+    (path / "blockers.json").write_text(json.dumps(blockers))
+    (path / "solution" / "answers.json").write_text(json.dumps({b["id"]: b["answer"] for b in blockers}))
+    return path
+
+
+def test_the_registry_is_checked(tmp_path):
+    path = hil_task(tmp_path)
+    assert [b.id for b in load_blockers(path)] == ["B1", "B2"]
+    (path / "solution" / "answers.json").write_text(json.dumps({"B1": "2"}))
+    with pytest.raises(BlockerError, match="answers.json") as err:
+        load_blockers(path)
+    assert err.value.code == "hil.answers_mismatch"
+    (path / "blockers.json").write_text(json.dumps([{**BLOCKERS[0], "type": "whim"}]))
+    with pytest.raises(BlockerError) as err:
+        load_blockers(path)
+    assert err.value.code == "hil.blocker_type"
+
+
+def test_three_settings_without_model_calls(tmp_path):
+    blockers = load_blockers(hil_task(tmp_path))
+    full = instruction_for("full_info", "Do it.", blockers)
+    assert "late fee percentage: 1.5" in full and "billing currency: EUR" in full
+    assert instruction_for("ask_human", "Do it.", blockers) == instruction_for("no_tool", "Do it.", blockers) == "Do it."
+
+
+def _human(tmp_path):
+    return SimulatedHuman(load_blockers(hil_task(tmp_path)), KeywordJudge())
+
+
+def test_asking_exactly_the_blockers_scores_one(tmp_path):
+    human = _human(tmp_path)
+    assert human.ask("What is the late fee?") == "late fee percentage: 1.5"
+    assert "EUR" in human.ask("Which currency do we bill in?")
+    assert ask_scores(human.log, 2)["ask_f1"] == 1.0
+
+
+def test_asking_nothing_scores_zero_and_no_ask_rate(tmp_path):
+    assert ask_scores([], 2)["ask_f1"] == 0.0
+    assert summarize([ask_scores([], 2)] * 3)["ask_rate"] == 0.0
+
+
+def test_twenty_questions_two_hits_is_precision_one_tenth(tmp_path):
+    human = _human(tmp_path)
+    assert human.ask("What is the weather like?") == NEUTRAL
+    for i in range(17):
+        human.ask(f"Question number {i} about nothing in particular?")
+    human.ask("How large is the late fee?")
+    human.ask("And the penalty, again?")
+    scores = ask_scores(human.log, 2)
+    assert scores["questions"] == 20 and scores["precision"] == pytest.approx(0.1)
+    assert scores["recall"] == 0.5 and scores["ask_f1"] == pytest.approx(2 * 0.1 * 0.5 / 0.6)
+
+
+@pytest.mark.docker
+def test_admission_admits_a_hil_task_and_names_an_unused_blocker(sandbox, cfg, tmp_path):
+    from aes.admission import Validator
+
+    validator = Validator(cfg.sandbox)
+    good = validator.validate(hil_task(tmp_path, "good"))
+    assert good.valid, [str(r) for r in good.reasons]
+    lazy = validator.validate(hil_task(tmp_path, "lazy", second="fee"))  # the tests never look at the currency
+    assert [r.code for r in lazy.reasons] == ["hil.blocker_unused"] and "B2" in lazy.reasons[0].message
+
+
+@pytest.mark.docker
+def test_ask_human_in_a_real_trial(sandbox, cfg, tmp_path):
+    """A scripted solver asks, reads the reply and writes the answer: the question, its match and the
+    reply are in the trajectory, and Ask-F1 is 1."""
+    from aes.agents import TerminalAgent
+    from aes.config import AgentConfig
+    from aes.hil.tool import hil_attempt
+    from aes.sandbox import TrialRunner
+    from aes.tasks import load_task
+    from tests.test_agent import Scripted, reply
+
+    task = load_task(hil_task(tmp_path))
+    model = Scripted([reply("```bash\nask_human What late fee percentage applies?\n```"),
+                      reply("```bash\nask_human Which currency?\n```"),
+                      reply("```bash\necho '1.5 EUR' > /app/out.txt\n```"), reply("DONE")])
+    agent = TerminalAgent(model, AgentConfig(), hil=hil_attempt(task, "ask_human", KeywordJudge()))
+    result = TrialRunner(cfg.sandbox, sandbox).run(task, agent)
+    assert result.reward == 1.0
+    record = result.agent_info["trajectory"]["extra"]["hil"]
+    assert [q["matched"] for q in record["asked"]] == [["B1"], ["B2"]] and record["ask_f1"] == 1.0
+    assert "1.5" in model.seen[1][-1]["content"]  # the human's reply came back as the observation
