@@ -95,3 +95,16 @@ def test_declared_limits_beyond_aes_bounds_are_noted(validator, tmp_path):
     toml = '[agent]\ntimeout_sec = 1e9\n[environment]\nnetwork_mode = "no-network"\n'
     report = validator.validate(make_task(tmp_path, toml=toml))
     assert report.valid and any("sandbox.max_agent_timeout_sec" in n for n in report.notes)
+
+
+def test_the_reset_check_rejects_an_environment_that_starts_differently(sandbox, cfg, tmp_path):
+    """Domains of App. C add a reset check: two fresh environments start alike, the reference passes twice."""
+    from tests.conftest import make_task
+
+    validator = Validator(cfg.sandbox, reset_check=True)
+    steady = validator.validate(make_task(tmp_path, "steady"))
+    assert steady.valid, [str(r) for r in steady.reasons]
+    random_start = ('FROM python:3.12-slim\nWORKDIR /app\nENTRYPOINT ["/bin/sh", "-c", '
+                    '"head -c 16 /dev/urandom | od -x > /app/seed.txt; exec \\"$@\\"", "sh"]\n')
+    drifting = validator.validate(make_task(tmp_path, "drifting", dockerfile=random_start))
+    assert [r.code for r in drifting.reasons] == ["reset.state_differs"]

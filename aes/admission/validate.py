@@ -28,6 +28,7 @@ from aes.tasks import Reason, Task, TaskLoadError, load_task
 from aes.tasks.static import check_task_with_config
 
 _TAIL = 600
+RESET_SETTLE_SEC = 2.0
 _NOP_UNVERIFIED = (Outcome.VERIFIER_TIMEOUT, Outcome.NO_REWARD_FILE, Outcome.BAD_REWARD_FILE)
 """Do-nothing outcomes without a reward: like Harbor, aes counts them as "< 0.5" (with a warning)."""
 
@@ -61,12 +62,27 @@ class ValidationReport:
         }
 
 
+STATE_DIGEST = ("d=\"$1\"; for p in /app /srv /data /home /root /opt /var/lib /var/www /tmp \"$d\"; do "
+                "[ -d \"$p\" ] && find \"$p\" -xdev -type f -print0 2>/dev/null; done | sort -zu | "
+                "xargs -0r sha256sum 2>/dev/null | sha256sum")
+"""A digest of a fresh environment's files where task state lives (for the reset check)."""
+
+
 class _NopProbe(NopAgent):
     """The do-nothing agent, which also checks that the image hides the tests and solution
-    (asked of the engine, not of a program in the image, whose output could say anything)."""
+    (asked of the engine, not of a program in the image, whose output could say anything), and
+    with ``digest`` records a digest of the fresh environment's state (the reset check)."""
+
+    def __init__(self, digest: bool = False):
+        self.digest = digest
 
     def run(self, task: Task, container: Container, timeout: float) -> AgentRun:
-        return AgentRun(exit_code=0, info={"leaked": [p for p in ("/solution", "/tests") if container.exists(p)]})
+        info = {"leaked": [p for p in ("/solution", "/tests") if container.exists(p)]}
+        if self.digest:
+            time.sleep(RESET_SETTLE_SEC)  # let an entrypoint finish seeding its state
+            out = container.exec(["sh", "-c", STATE_DIGEST, "sh", task.spec.workdir or "/app"], 120, user="0")
+            info["state"] = out.output.strip() if out.exit_code == 0 else f"unreadable: {out.output.strip()[:200]}"
+        return AgentRun(exit_code=0, info=info)
 
 
 def _tail(text: str) -> str:
@@ -102,10 +118,13 @@ def _trial_reasons(stage: str, trial: TrialResult) -> list[Reason]:
 class Validator:
     """Runs admission checks 1-4 in the Docker sandbox."""
 
-    def __init__(self, cfg: SandboxConfig, runner: TrialRunner | None = None, nop_max_reward: float = 0.5):
+    def __init__(self, cfg: SandboxConfig, runner: TrialRunner | None = None, nop_max_reward: float = 0.5,
+                 reset_check: bool = False):
         self.cfg = cfg
         self.runner = runner or TrialRunner(cfg)
         self.nop_max_reward = nop_max_reward
+        self.reset_check = reset_check
+        """Also start the environment twice (same initial state?) and run the reference twice (``domain.reset_check``)."""
 
     def validate(self, path: str | Path) -> ValidationReport:
         start = time.monotonic()
@@ -136,7 +155,7 @@ class Validator:
 
         with ThreadPoolExecutor(max_workers=2) as pool:
             oracle_f = pool.submit(self.runner.run, task, OracleAgent(), build.image)
-            nop_f = pool.submit(self.runner.run, task, _NopProbe(), build.image)
+            nop_f = pool.submit(self.runner.run, task, _NopProbe(self.reset_check), build.image)
             report.oracle, report.nop = oracle_f.result(), nop_f.result()
         for name, trial in (("oracle", report.oracle), ("nop", report.nop)):
             for stage, seconds in trial.timings.items():
@@ -147,8 +166,28 @@ class Validator:
             from aes.hil.admission import hil_reasons
 
             report.reasons += hil_reasons(path, self.runner, build.image, self.nop_max_reward)
+        if not report.reasons and self.reset_check:
+            report.reasons += self._reset(task, build.image, report.nop)
         report.notes += _warnings(report.oracle, report.nop)
         return report
+
+    def _reset(self, task: Task, image: str, first_nop: TrialResult) -> list[Reason]:
+        """The reset check of every domain: a second fresh environment has the same initial state,
+        and the reference passes again."""
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            oracle_f = pool.submit(self.runner.run, task, OracleAgent(), image)
+            nop_f = pool.submit(self.runner.run, task, _NopProbe(True), image)
+            oracle, nop = oracle_f.result(), nop_f.result()
+        reasons = []
+        first, second = first_nop.agent_info.get("state"), nop.agent_info.get("state")
+        if first != second or str(first).startswith("unreadable"):
+            reasons.append(Reason("reset.state_differs", f"two fresh environments of the task start in different "
+                                                         f"states (digests {first} and {second}): its initial state "
+                                                         "must not depend on time, randomness or order"))
+        if oracle.reward != 1.0:
+            reasons.append(Reason("reset.reference_flaky", f"the reference solution scored {oracle.reward} on its second "
+                                                           f"run ({oracle.outcome.value}: {oracle.detail[:200]})"))
+        return reasons
 
     def _judge(self, oracle: TrialResult, nop: TrialResult) -> list[Reason]:
         reasons = _trial_reasons("oracle", oracle) + _trial_reasons("nop", nop)

@@ -114,6 +114,25 @@ def _html(rows: list[dict], table: str, note: str) -> str:
             f"<h1>Table 2</h1>{figure}<pre>{html_lib.escape(table)}</pre><p>{html_lib.escape(note)}</p></body></html>")
 
 
+def table8(sweep: Path) -> str:
+    """Paper Table 8 (App. C): acceptance rate and mean revision rounds of accepted tasks, per domain
+    and proposer (accepted = passed admission checks 1-6 on the env it finally submitted)."""
+    arms: dict[tuple[str, str], list] = defaultdict(list)
+    for path in sorted(sweep.rglob("generate.json")):
+        data = json.loads(path.read_text())
+        arms[(data.get("domain") or "terminal", data.get("proposer") or "?")] += data.get("episodes", [])
+    lines = ["| domain | proposer | episodes | accepted | mean rounds of accepted |", "|---|---|---|---|---|"]
+    for (domain, proposer), eps in sorted(arms.items()):
+        accepted = [e for e in eps if e.get("checks_1_6")]
+        rounds = _mean([float(e.get("revisions", 0)) for e in accepted])
+        lines.append(f"| {domain} | {proposer} | {len(eps)} | {ci_text(rate(len(accepted), len(eps)))} | "
+                     f"{'n/a' if rounds is None else f'{rounds:.2f}'} |")
+    return "\n".join(lines) + "\n"
+
+
 def report(sweep: str | Path) -> dict[str, Path]:
     sweep = Path(sweep)
-    return write(sweep, collect(sweep))
+    out = write(sweep, collect(sweep))
+    out["table8"] = sweep / "table8.md"
+    out["table8"].write_text(table8(sweep))
+    return out
