@@ -43,7 +43,7 @@ def validate(
 
     cfg = _config(set_)
     tasks = find_tasks(paths)
-    reports = validate_all(Validator(cfg.sandbox, nop_max_reward=cfg.admission.nop_max_reward), tasks, concurrency or cfg.sandbox.concurrency,
+    reports = validate_all(Validator(cfg.sandbox, nop_max_reward=cfg.admission.nop_max_reward, reset_check=cfg.domain.reset_check), tasks, concurrency or cfg.sandbox.concurrency,
                            show_progress=not quiet)
     print_reports(reports)
     if json_out:

@@ -61,7 +61,8 @@ def build_admission(cfg: AesConfig, trials, rollouts, grader: ChatModel):
     from aes.admission.review import Reviewer
     from aes.calibration import Calibrator
 
-    validator = Validator(cfg.sandbox, trials, nop_max_reward=cfg.admission.nop_max_reward)
+    validator = Validator(cfg.sandbox, trials, nop_max_reward=cfg.admission.nop_max_reward,
+                          reset_check=cfg.domain.reset_check)
     calibrator = Calibrator(cfg.calibration, rollouts)
     pipeline = AdmissionPipeline(
         validator,

@@ -38,7 +38,7 @@ def validate(cfg: AesConfig, run_dir: Path, tasks: str | None = None) -> bool:
     source = Path(tasks or cfg.tasks or seeds_dir(cfg.domain))
     paths = find_tasks([source])
     log.info("validating %d task(s) from %s", len(paths), source)
-    reports = validate_all(Validator(cfg.sandbox, nop_max_reward=cfg.admission.nop_max_reward), paths, cfg.sandbox.concurrency)
+    reports = validate_all(Validator(cfg.sandbox, nop_max_reward=cfg.admission.nop_max_reward, reset_check=cfg.domain.reset_check), paths, cfg.sandbox.concurrency)
     print_reports(reports)
     write_json(reports, run_dir / "validation.json")
     log.info("verdicts written to %s", run_dir / "validation.json")

@@ -185,6 +185,9 @@ class DomainConfig:
     """Directory of seed tasks; None uses the domain's packaged seeds."""
     benchmark_instructions: Optional[str] = None
     """Directory of held-out benchmark tasks used for 13-gram decontamination."""
+    reset_check: bool = False
+    """Admission also starts the environment twice (same initial state?) and runs the reference
+    twice (paper App. C; on for the domains of App. C, off for terminal tasks, as Harbor admits them)."""
 
 
 @dataclass
