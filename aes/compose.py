@@ -62,7 +62,7 @@ def build_admission(cfg: AesConfig, trials, rollouts, grader: ChatModel):
     from aes.calibration import Calibrator
 
     validator = Validator(cfg.sandbox, trials, nop_max_reward=cfg.admission.nop_max_reward,
-                          reset_check=cfg.domain.reset_check)
+                          reset_check=cfg.domain.reset_check, domain_checks=domain_checks(cfg))
     calibrator = Calibrator(cfg.calibration, rollouts)
     pipeline = AdmissionPipeline(
         validator,
@@ -79,6 +79,20 @@ def build_proposer_stack(cfg: AesConfig, paths: RunPaths, proposer: ChatModel, r
 
     tools = ProposerTools(validator, rollouts, cfg.harness.solver_probe_attempts, paths.probes)
     return ProposerStack(cfg, paths, pool, proposer, rollouts, pipeline, tools)
+
+
+def domain_checks(cfg: AesConfig):
+    """The domain's own admission checks: ``checks(task_dir, runner, image) -> list[Reason]`` in
+    ``aes/domains/<name>/checks.py``, or None when the domain has none."""
+    import importlib
+
+    try:
+        module = importlib.import_module(f"aes.domains.{cfg.domain.name}.checks")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"aes.domains.{cfg.domain.name}.checks":
+            raise
+        return None
+    return module.checks
 
 
 @dataclass

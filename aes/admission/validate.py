@@ -119,11 +119,14 @@ class Validator:
     """Runs admission checks 1-4 in the Docker sandbox."""
 
     def __init__(self, cfg: SandboxConfig, runner: TrialRunner | None = None, nop_max_reward: float = 0.5,
-                 reset_check: bool = False):
+                 reset_check: bool = False, domain_checks=None):
         self.cfg = cfg
         self.runner = runner or TrialRunner(cfg)
         self.nop_max_reward = nop_max_reward
         self.reset_check = reset_check
+        self.domain_checks = domain_checks
+        """The domain's own checks (``aes/domains/<name>/checks.py``: ``checks(task_dir, runner, image)``
+        -> reasons), run after checks 1-4 pass."""
         """Also start the environment twice (same initial state?) and run the reference twice (``domain.reset_check``)."""
 
     def validate(self, path: str | Path) -> ValidationReport:
@@ -168,6 +171,8 @@ class Validator:
             report.reasons += hil_reasons(path, self.runner, build.image, self.nop_max_reward)
         if not report.reasons and self.reset_check:
             report.reasons += self._reset(task, build.image, report.nop)
+        if not report.reasons and self.domain_checks is not None:
+            report.reasons += self.domain_checks(path, self.runner, build.image)
         report.notes += _warnings(report.oracle, report.nop)
         return report
 
