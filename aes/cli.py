@@ -12,6 +12,9 @@ from rich.logging import RichHandler
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 sandbox_app = typer.Typer(no_args_is_help=True, help="Set up and clean the Docker sandbox.")
 app.add_typer(sandbox_app, name="sandbox")
+decontam_app = typer.Typer(no_args_is_help=True,
+                           help="Decontamination (admission check 5): hash benchmark instructions, check tasks.")
+app.add_typer(decontam_app, name="decontam")
 
 SET_HELP = "Config override in Hydra syntax, e.g. --set sandbox.concurrency=2 (repeatable)."
 
@@ -21,15 +24,24 @@ def _setup_logging(verbose: bool = False) -> None:
                         handlers=[RichHandler(show_path=False, show_time=False)], force=True)
 
 
-def _config(overrides: list[str]):
-    from aes.config import compose_config
+def _usage_error(message: str) -> None:
+    """End a command that was asked for something impossible: the message, exit status 2."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
 
-    return compose_config(overrides)
+
+def _config(overrides: list[str]):
+    from aes.config import ConfigError, compose_config
+
+    try:
+        return compose_config(overrides)
+    except ConfigError as exc:
+        _usage_error(str(exc))
 
 
 @app.command()
 def validate(
-    paths: list[Path] = typer.Argument(..., help="Task dirs, or dirs of task dirs."),
+    paths: list[Path] = typer.Argument(..., exists=True, help="Task dirs, or dirs of task dirs."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the verdicts here as JSON."),
     concurrency: Optional[int] = typer.Option(None, help="Tasks validated at once (default sandbox.concurrency)."),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
@@ -51,6 +63,73 @@ def validate(
     if json_out:
         write_json(reports, json_out)
     raise typer.Exit(0 if reports and all(r.valid for r in reports) else 1)
+
+
+@decontam_app.command("build")
+def decontam_build(
+    paths: list[Path] = typer.Argument(..., exists=True, help=(
+        "Benchmark task dirs, dirs of them (every instruction.md below, at any depth), instruction "
+        "files, or index files to merge.")),
+    out: Path = typer.Option(..., "--out", "-o", help="The index file to write."),
+    n: int = typer.Option(13, "--n", help="Window size in words (admission.ngram)."),
+) -> None:
+    """Write a hash index of the instructions' n-word windows (a # line, then sorted unique hashes)."""
+    from aes.admission.decontam import Decontaminator, write_index
+    from aes.config import ConfigError
+
+    try:
+        decon = Decontaminator.from_paths(paths, n)
+    except (ConfigError, FileNotFoundError, ValueError) as exc:
+        _usage_error(str(exc))
+    what = f"{decon.instructions} instruction(s)" + (f" and {decon.index_files} index file(s)" if decon.index_files else "")
+    write_index(out, decon.index, f"aes decontam index: {n}-gram blake2b-64 hashes ({len(decon)}) of {what} "
+                f"from {' '.join(str(p) for p in paths)}")
+    typer.echo(f"{out}: {len(decon)} hashes of {n}-word windows from {what}")
+
+
+@decontam_app.command("check")
+def decontam_check(
+    paths: list[Path] = typer.Argument(..., exists=True, help="Task dirs, dirs of them, or instruction files."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the rows here as JSON."),
+    index: list[Path] = typer.Option([], "--index", exists=True, help=(
+        "Index file or benchmark task dir to check against instead of the domain's "
+        "(domain.decontam_index + domain.benchmark_instructions); repeatable.")),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+) -> None:
+    """Check instructions against the held-out index; exit 1 if any task is contaminated."""
+    import json
+
+    from aes.admission.decontam import Decontaminator, instruction_files
+    from aes.config import ConfigError
+
+    cfg = _config(set_)
+    try:
+        if index:
+            decon = Decontaminator.from_paths(index, cfg.admission.ngram)
+        else:
+            decon = Decontaminator.from_domain(cfg.domain, cfg.admission.ngram)
+        files = instruction_files(paths)
+    except (ConfigError, FileNotFoundError, ValueError) as exc:
+        _usage_error(str(exc))
+    if decon.empty:
+        _usage_error("the decontamination index is empty: pass --index FILE or set domain.decontam_index")
+    if not files:
+        _usage_error(f"no instruction.md under {' '.join(str(p) for p in paths)}")
+    rows = []
+    for name, file in files:
+        found = decon.scan(file.read_text(encoding="utf-8", errors="replace"))
+        row = {"task": name, "contaminated": found.matches > 0, "matches": found.matches}
+        rows.append(row)
+        typer.echo(json.dumps(row))
+        if found.matches:
+            typer.echo(f"  overlapping words: \"{found.quote()}\"", err=True)
+    bad = sum(r["contaminated"] for r in rows)
+    typer.echo(f"{bad}/{len(rows)} contaminated ({len(decon)} hashes of {decon.n}-word windows from "
+               f"{', '.join(decon.sources[:3])}{' ...' if len(decon.sources) > 3 else ''})", err=True)
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(rows, indent=2) + "\n")
+    raise typer.Exit(1 if bad else 0)
 
 
 @sandbox_app.command()

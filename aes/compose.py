@@ -66,7 +66,7 @@ def build_admission(cfg: AesConfig, trials, rollouts, grader: ChatModel):
     calibrator = Calibrator(cfg.calibration, rollouts)
     pipeline = AdmissionPipeline(
         validator,
-        Decontaminator.from_dir(cfg.domain.benchmark_instructions, cfg.admission.ngram),
+        Decontaminator.from_domain(cfg.domain, cfg.admission.ngram),
         Reviewer(grader, cfg.admission) if cfg.admission.review else None,
         calibrator,
     )

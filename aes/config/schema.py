@@ -164,7 +164,8 @@ class AdmissionConfig:
     nop_max_reward: float = 0.5
     """The do-nothing run must score below this."""
     ngram: int = 13
-    """Decontamination window: reject an instruction sharing this many consecutive words with a held-out task."""
+    """Decontamination window: reject an instruction sharing this many consecutive words with a held-out
+    task (stride 1); a hash index built for another window size is refused."""
     review: bool = True
     """Run the LLM review (check 6); its grader is the proposer's model."""
     review_max_tokens: int = 2048
@@ -183,8 +184,15 @@ class DomainConfig:
     """Domain name; its package is ``aes/domains/<name>/``."""
     seeds: Optional[str] = None
     """Directory of seed tasks; None uses the domain's packaged seeds."""
+    decontam_index: Optional[str] = None
+    """Hash file of held-out benchmark instructions for decontamination (admission check 5): the
+    BLAKE2b-64 hashes of their ``admission.ngram``-word windows, one a line after a ``#`` comment
+    (``aes decontam build`` writes one). A relative path is looked up in ``aes/domains/<name>/``
+    first (the terminal domain ships ``decontam/terminal-bench-2.1.ngrams``), then in the working
+    directory. None (and no benchmark_instructions): decontamination is off, with a warning."""
     benchmark_instructions: Optional[str] = None
-    """Directory of held-out benchmark tasks used for 13-gram decontamination."""
+    """Held-out benchmark tasks of your own, hashed with the same recipe and added to the index:
+    a task dir, a dir of them (every instruction.md below it, at any depth) or an instruction file."""
     reset_check: bool = False
     """Admission also starts the environment twice (same initial state?) and runs the reference
     twice (paper App. C; on for the domains of App. C, off for terminal tasks, as Harbor admits them)."""

@@ -21,3 +21,19 @@ def instructions_dir(domain: DomainConfig) -> Path:
     if not path.is_dir():
         raise ConfigError(f"domain {domain.name!r} has no proposer instructions at {path}")
     return path
+
+
+def decontam_index_path(domain: DomainConfig) -> Path | None:
+    """The hash file of ``domain.decontam_index`` (None when unset). A relative path is looked up
+    in the domain's package dir (``aes/domains/<name>/``, where the default ships) first, then
+    in the working directory."""
+    if not domain.decontam_index:
+        return None
+    raw = Path(domain.decontam_index).expanduser()
+    places = [raw] if raw.is_absolute() else [Path(__file__).parent / domain.name / raw, raw]
+    for place in places:
+        if place.is_file():
+            return place
+    raise ConfigError(f"domain.decontam_index: {domain.decontam_index} not found (looked at "
+                      f"{', '.join(str(p) for p in places)}); set it to a hash file written by "
+                      "`aes decontam build`, or to null to run without one")
