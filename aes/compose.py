@@ -18,14 +18,15 @@ from aes.paths import RunPaths
 
 
 def build_trials(cfg: AesConfig):
-    """The trial runner of ``sandbox.backend``: Docker, or the in-process simulation."""
+    """The trial runner of ``sandbox.backend``: Docker (here, or on a Ray cluster with
+    ``sandbox.executor=ray``), or the in-process simulation."""
     if cfg.sandbox.backend == "simulated":
         from aes.sandbox.simulated import SimulatedTrials
 
         return SimulatedTrials(cfg.sandbox, seed=cfg.seed)
-    from aes.sandbox import TrialRunner
+    from aes.sandbox.executors import trial_runner
 
-    return TrialRunner(cfg.sandbox)
+    return trial_runner(cfg.sandbox)  # sandbox.executor: local, or ray (aes/sandbox/ray_executor.py)
 
 
 def build_rollouts(cfg: AesConfig, paths: RunPaths, solver: ChatModel, trials, judge_model: ChatModel | None = None):

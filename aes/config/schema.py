@@ -412,10 +412,43 @@ class SandboxConfig:
     min_free_disk_gib: float = 2.0
     """Stop with a clear message when Docker's data root (engine on this host) has less free
     space than this, in GiB; 0 disables the check."""
+    # -- where trials run (aes/sandbox/ray_executor.py) --
+    executor: str = "local"
+    """local (trials in this process, on this machine's engine) or ray (trials and their agent loops
+    as Ray tasks on the nodes of a Ray cluster, each node on its own engine; needs the ray extra)."""
+    ray_address: Optional[str] = None
+    """Ray cluster to join (``HOST:PORT``, ``auto``, ``ray://...``); None: RAY_ADDRESS, else the
+    cluster ``ray start`` runs on this machine, else a new one-machine Ray instance."""
+    ray_cpus_per_trial: Optional[float] = None
+    """Ray CPUs one trial asks for; None: the task's cpus (or default_cpus), bounded like the container."""
+    ray_memory_mb_per_trial: Optional[int] = None
+    """Ray memory (MiB) one trial asks for; None: the task's memory_mb (or default_memory_mb); 0: none."""
+    ray_resources: dict[str, float] = field(default_factory=dict)
+    """Extra Ray resources per trial, e.g. ``+sandbox.ray_resources.aes_sandbox=1`` to keep trials on
+    nodes started with ``--resources='{"aes_sandbox": N}'`` (at most N trials at a time there)."""
+    ray_max_retries: int = 3
+    """Times Ray runs a trial (or build) again elsewhere after its node or worker process died."""
+    ray_node_docker_hosts: dict[str, str] = field(default_factory=dict)
+    """Ray node -> Docker host its trials use; key: a custom resource of the node, a node label
+    ``key=value``, or its IP. Nodes without an entry use DOCKER_HOST from ``ray start``'s
+    environment, else the default socket."""
 
     def __post_init__(self) -> None:
         if self.backend not in ("docker", "simulated"):
             raise ConfigError(f"sandbox.backend must be 'docker' or 'simulated', got {self.backend!r}")
+        if self.executor not in ("local", "ray"):
+            raise ConfigError(f"sandbox.executor must be 'local' or 'ray', got {self.executor!r}")
+        if self.executor == "ray" and self.backend != "docker":
+            raise ConfigError("sandbox.executor=ray runs Docker trials: it needs sandbox.backend=docker")
+        if self.ray_max_retries < 0:
+            raise ConfigError(f"sandbox.ray_max_retries must be >= 0, got {self.ray_max_retries}")
+        if self.ray_cpus_per_trial is not None and not 0 < self.ray_cpus_per_trial < 1e6:
+            raise ConfigError(f"sandbox.ray_cpus_per_trial must be > 0 or null, got {self.ray_cpus_per_trial!r}")
+        if self.ray_memory_mb_per_trial is not None and self.ray_memory_mb_per_trial < 0:
+            raise ConfigError(f"sandbox.ray_memory_mb_per_trial must be >= 0 or null, got {self.ray_memory_mb_per_trial!r}")
+        bad = {k: v for k, v in self.ray_resources.items() if not (isinstance(v, (int, float)) and v > 0)}
+        if bad:
+            raise ConfigError(f"sandbox.ray_resources values must be positive numbers, got {bad}")
         if self.concurrency < 1:
             raise ConfigError("sandbox.concurrency must be >= 1")
         if self.output_limit_bytes < 1024:

@@ -61,10 +61,16 @@ def image_labels(kind: str, task: str | None = None) -> dict[str, str]:
     return labels
 
 
+EXTRA_LABELS: dict[str, str] = {}
+"""Labels this process adds to every container it starts (a Ray worker: its node and job,
+:mod:`aes.sandbox.ray_executor`)."""
+
+
 def owner_labels(role: str, task: str | None = None) -> dict[str, str]:
     """Labels naming this process as the owner of a container or image."""
     pid = os.getpid()
     labels = {
+        **EXTRA_LABELS,
         LABEL_MANAGED: "true",
         LABEL_HOST: socket.gethostname(),
         LABEL_PID: str(pid),
