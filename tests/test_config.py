@@ -139,7 +139,8 @@ README = (CONF_DIR.parent / "README.md").read_text()
 PAPER_LINES = ["python -m aes.run proposer=claude solver=qwen",
                "python -m aes.run experiment=paper_frontier",
                "python -m aes.run experiment=paper_self_play"]
-SWEEP_LINES = [f"python -m aes.run -m -cd sweeps -cn {p.stem}" for p in sorted(SWEEPS.glob("*.yaml"))]
+SWEEP_LINES = [f"python -m aes.run -m -cd sweeps -cn {p.stem}" for p in sorted(SWEEPS.glob("*.yaml"))
+               if "mode: eval" not in p.read_text()]  # evaluation sweeps take the solver from the command line
 
 
 def compose_line(line: str):
