@@ -1,0 +1,1 @@
+"""Accounts-receivable helpers of the billing service."""

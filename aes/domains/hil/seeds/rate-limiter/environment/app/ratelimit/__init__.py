@@ -1,0 +1,1 @@
+"""Request rate limiting for the public API gateway."""
