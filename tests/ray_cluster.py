@@ -4,7 +4,7 @@ Used by tests/test_ray_executor.py and ``benchmarks/rollout.py --executors``. Ev
 started by the caller and stopped by it: the Ray nodes (``ray start --block`` in their own
 session; stopping or killing a node ends every process below it, Ray's workers included, which
 put themselves in their own process groups), the second ``dockerd`` (own socket, data root,
-exec root, pid file, no default bridge, no iptables) and its directory. Nothing else is touched:
+exec root, pid file, its own default bridge, no iptables) and its directory. Nothing else is touched:
 no ``ray stop``, which would end every Ray node of the machine.
 """
 
@@ -122,9 +122,13 @@ class SecondEngine:
         dockerd = shutil.which("dockerd")
         if dockerd is None:
             raise RuntimeError("dockerd is not installed")
+        # Its own default bridge, made here: ``--bridge none`` would make this dockerd delete the
+        # machine engine's docker0 (the default bridge name), breaking every container after it.
+        self.bridge = f"aesse{os.getpid() % 100000}"
+        subprocess.run(["ip", "link", "add", self.bridge, "type", "bridge"], capture_output=True)
         self.proc = subprocess.Popen(
             [dockerd, "--host", self.host, "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
-             "--pidfile", str(root / "docker.pid"), "--bridge", "none", "--iptables=false", "--ip-masq=false",
+             "--pidfile", str(root / "docker.pid"), "--bridge", self.bridge, "--iptables=false", "--ip-masq=false",
              "--default-address-pool", "base=10.213.0.0/16,size=24"],
             stdout=open(root / "dockerd.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True)
         self.client = None
@@ -181,6 +185,7 @@ class SecondEngine:
                 _kill([self.proc.pid, *descendants(self.proc.pid)], signal.SIGKILL)
                 self.proc.wait(10)
         self._unfirewall()
+        subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True)
         subprocess.run(["umount", "-R", "-l", str(self.root / "data")], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
 
