@@ -293,9 +293,14 @@ class TerminalAgent:
         model server went away) instead of returning a run that would be scored."""
         deadline = time.monotonic() + timeout
         uses_tools = bool(self.model.supports_tools and self.model.config.use_tools is not False)
+        host_tools = list(self.hil.tools) if self.hil else []
+        from aes.agents.mcp import attach  # the task's MCP servers' tools (aes/agents/mcp.py)
+        mcp = attach(task, container, fenced=not uses_tools, call_timeout=self.cfg.command_timeout_sec,
+                     reserved={t.spec.name for t in host_tools})
+        host_tools += mcp.tools if mcp else []
         episode = Episode(self.model, self.cfg, container, self.system_prompt(uses_tools),
-                          host_tools=self.hil.tools if self.hil else None, max_policy_span=self.max_policy_span)
-        instruction = (self.hil.instruction if self.hil else task.instruction) + \
+                          host_tools=host_tools or None, max_policy_span=self.max_policy_span)
+        instruction = (self.hil.instruction if self.hil else task.instruction) + (mcp.help if mcp else "") + \
             (prompts.HINTS_HEADER + self.hints if self.hints else "")
         try:
             end = episode.send(instruction, deadline)
@@ -308,6 +313,7 @@ class TerminalAgent:
                                 if s.get("source") == "agent") if v is not None]
         trajectory = episode.trajectory(end_reason=end, hints=bool(self.hints),
                                         policy_versions=[min(versions), max(versions)] if versions else None,
-                                        **({"hil": self.hil.record()} if self.hil else {}))
+                                        **({"hil": self.hil.record()} if self.hil else {}),
+                                        **({"mcp": mcp.record(episode.recorder.steps)} if mcp else {}))
         return AgentRun(exit_code=0, output=episode.error or "", timed_out=end == EndReason.TIMEOUT,
                         info={"trajectory": trajectory, "end_reason": end})

@@ -19,6 +19,8 @@ from typing import Any
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
+from aes.tasks.mcp import McpServerSpec, parse_mcp_servers
+
 NETWORK_MODES = ("public", "no-network", "allowlist")
 TASK_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$")
 
@@ -55,6 +57,8 @@ class TaskSpec:
     allowed_hosts: list[str] = field(default_factory=list)
     workdir: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    mcp_servers: list[McpServerSpec] = field(default_factory=list)
+    """``[[environment.mcp_servers]]``: MCP servers the agent reaches (aes.tasks.mcp, aes.agents.mcp)."""
     notes: list[str] = field(default_factory=list)
     """Legacy fields that were mapped, for the validation report."""
 
@@ -129,6 +133,7 @@ def parse_task_toml(text: str) -> tuple[TaskSpec, tomlkit.TOMLDocument]:
     if spec.workdir is not None and not str(spec.workdir).startswith("/"):
         raise TaskConfigError("task_toml.bad_value", f"[environment] workdir must be absolute, got {spec.workdir!r}")
     spec.env = _str_dict(env, "env", "environment")
+    spec.mcp_servers = parse_mcp_servers(env)
     for key in ("memory", "storage"):
         mb_key = f"{key}_mb"
         value = env.get(mb_key)
@@ -170,8 +175,6 @@ def _reject_unsupported(data: dict[str, Any]) -> None:
         raise TaskConfigError("task_toml.unsupported", f"[environment] os = {env['os']!r}: only linux tasks run in aes")
     if env.get("gpus") or env.get("tpu"):
         raise TaskConfigError("task_toml.unsupported", "tasks that need GPUs or TPUs are not supported by the aes sandbox")
-    if env.get("mcp_servers"):
-        raise TaskConfigError("task_toml.unsupported", "[environment] mcp_servers are not supported by aes")
 
 
 def render_task_toml(spec: TaskSpec, doc: tomlkit.TOMLDocument | None = None) -> str:

@@ -1,0 +1,15 @@
+"""Print the directory's whole state as one JSON object: {collection: {record id: record}}."""
+import json
+import os
+import sqlite3
+
+con = sqlite3.connect("file:%s?mode=ro" % os.path.join(os.path.dirname(os.path.abspath(__file__)), "state.db"),
+                      uri=True)
+con.row_factory = sqlite3.Row
+print(json.dumps({
+    "policy": {r["id"]: json.loads(r["body"]) for r in con.execute("SELECT * FROM policy")},
+    "users": {r["id"]: dict(r) for r in con.execute("SELECT * FROM users")},
+    "memberships": {"%s:%s" % (r["user_id"], r["grp"]): dict(r) for r in con.execute("SELECT * FROM memberships")},
+    "tickets": {r["id"]: dict(r) for r in con.execute("SELECT * FROM tickets")},
+    "audit": {str(r["seq"]): dict(r) for r in con.execute("SELECT * FROM audit")},
+}, sort_keys=True))
