@@ -153,3 +153,19 @@ def test_an_episode_carried_past_its_span_ends(runner, tmp_path):
     model = Updated([reply("```bash\ntrue\n```")] * 6, update_after=[1, 2, 3])
     result = runner.run(load_task(make_task(tmp_path)), TerminalAgent(model, AgentConfig(), max_policy_span=1))
     assert result.agent_info["end_reason"] == EndReason.POLICY_SPAN and len(model.seen) == 2
+
+
+@pytestmark_docker
+def test_the_agent_shell_runs_as_the_tasks_agent_user(runner, tmp_path):
+    """``[agent] user`` holds for the solver's shell as for the oracle: a root-only file stays closed."""
+    toml = ('[agent]\ntimeout_sec = 60\nuser = "nobody"\n[verifier]\ntimeout_sec = 60\n'
+            '[environment]\nnetwork_mode = "no-network"\n')
+    dockerfile = ("FROM python:3.12-slim\nWORKDIR /app\nRUN chmod 777 /app && echo secret > /root.txt "
+                  "&& chmod 600 /root.txt\n")
+    model = Scripted([reply("```bash\nid -un > /app/who; cat /root.txt > /app/leak 2>&1; echo 42 > /app/answer.txt\n```"),
+                      reply("```bash\ncat /app/who /app/leak\n```"), reply("DONE")])
+    task = load_task(make_task(tmp_path, toml=toml, dockerfile=dockerfile))
+    result = runner.run(task, TerminalAgent(model, AgentConfig()))
+    observation = model.seen[2][-1]["content"]
+    assert "nobody" in observation and "Permission denied" in observation and "secret" not in observation
+    assert result.reward == 1.0

@@ -131,14 +131,15 @@ class Episode:
 
     def __init__(self, model: ChatModel, cfg: AgentConfig, container: Container, system: str,
                  host_tools: list[HostTool] | None = None, agent_name: str = "aes-terminal-agent",
-                 max_policy_span: int | None = None, progress: str | None = None):
+                 max_policy_span: int | None = None, progress: str | None = None, user: str | None = None):
         self.model, self.cfg, self.container = model, cfg, container
         self.progress = progress
         """A label to log each turn under (the proposer's episodes); None: quiet (solver attempts)."""
         self.max_policy_span = max_policy_span
         """Most policy updates the episode may see after its first model call (None: no limit)."""
         self.first_version: int | None = None
-        self.shell = ShellSession(container)
+        self.shell = ShellSession(container, user=user)
+        """The agent's shell, as the task's ``[agent] user`` when it names one (else the image's USER)."""
         self.host_tools = {t.spec.name: t for t in host_tools or []}
         self.tools = ([BASH_TOOL, *(t.spec for t in self.host_tools.values()), SUBMIT_TOOL]
                       if self.uses_tools else None)
@@ -299,7 +300,8 @@ class TerminalAgent:
                      reserved={t.spec.name for t in host_tools})
         host_tools += mcp.tools if mcp else []
         episode = Episode(self.model, self.cfg, container, self.system_prompt(uses_tools),
-                          host_tools=host_tools or None, max_policy_span=self.max_policy_span)
+                          host_tools=host_tools or None, max_policy_span=self.max_policy_span,
+                          user=task.spec.agent_user)
         instruction = (self.hil.instruction if self.hil else task.instruction) + (mcp.help if mcp else "") + \
             (prompts.HINTS_HEADER + self.hints if self.hints else "")
         try:
