@@ -49,15 +49,14 @@ def validate(
 ) -> None:
     """Run admission checks 1-4 (static, build, oracle = 1.0, no-op < 0.5). Exit 0 only if all pass."""
     _setup_logging()
-    from aes.admission import Validator, validate_all
-    from aes.compose import domain_checks
+    from aes.admission import validate_all
+    from aes.compose import make_validator
     from aes.report.validation import print_reports, write_json
     from aes.tasks import find_tasks
 
     cfg = _config(set_)
     tasks = find_tasks(paths)
-    reports = validate_all(Validator(cfg.sandbox, nop_max_reward=cfg.admission.nop_max_reward, reset_check=cfg.domain.reset_check,
-                                     domain_checks=domain_checks(cfg)), tasks, concurrency or cfg.sandbox.concurrency,
+    reports = validate_all(make_validator(cfg), tasks, concurrency or cfg.sandbox.concurrency,
                            show_progress=not quiet)
     print_reports(reports)
     if json_out:

@@ -56,14 +56,12 @@ def build_judge(cfg: AesConfig, model: ChatModel | None):
 
 def build_admission(cfg: AesConfig, trials, rollouts, grader: ChatModel):
     """Checks 1-6 and calibration, owned by the run (never by the proposer)."""
-    from aes.admission import Validator
     from aes.admission.decontam import Decontaminator
     from aes.admission.pipeline import AdmissionPipeline
     from aes.admission.review import Reviewer
     from aes.calibration import Calibrator
 
-    validator = Validator(cfg.sandbox, trials, nop_max_reward=cfg.admission.nop_max_reward,
-                          reset_check=cfg.domain.reset_check, domain_checks=domain_checks(cfg))
+    validator = make_validator(cfg, trials)
     calibrator = Calibrator(cfg.calibration, rollouts)
     pipeline = AdmissionPipeline(
         validator,
@@ -94,6 +92,16 @@ def domain_checks(cfg: AesConfig):
             raise
         return None
     return module.checks
+
+
+def make_validator(cfg: AesConfig, trials=None):
+    """Admission checks 1-4 as the config says (``admission`` thresholds, the domain's reset check,
+    do-nothing-earns-zero rule and own checks), on ``trials`` or the configured executor."""
+    from aes.admission import Validator
+
+    return Validator(cfg.sandbox, trials, nop_max_reward=cfg.admission.nop_max_reward,
+                     reset_check=cfg.domain.reset_check, domain_checks=domain_checks(cfg),
+                     nop_zero=cfg.domain.nop_zero)
 
 
 @dataclass

@@ -30,8 +30,8 @@ class RunFailed(RuntimeError):
 
 def validate(cfg: AesConfig, run_dir: Path, tasks: str | None = None) -> bool:
     """Admission checks 1-4 on ``tasks`` (default: the domain's seed tasks)."""
-    from aes.admission import Validator, validate_all
-    from aes.compose import domain_checks
+    from aes.admission import validate_all
+    from aes.compose import make_validator
     from aes.domains import seeds_dir
     from aes.report.validation import print_reports, write_json
     from aes.tasks import find_tasks
@@ -39,8 +39,7 @@ def validate(cfg: AesConfig, run_dir: Path, tasks: str | None = None) -> bool:
     source = Path(tasks or cfg.tasks or seeds_dir(cfg.domain))
     paths = find_tasks([source])
     log.info("validating %d task(s) from %s", len(paths), source)
-    reports = validate_all(Validator(cfg.sandbox, nop_max_reward=cfg.admission.nop_max_reward, reset_check=cfg.domain.reset_check,
-                                     domain_checks=domain_checks(cfg)), paths, cfg.sandbox.concurrency)
+    reports = validate_all(make_validator(cfg), paths, cfg.sandbox.concurrency)
     print_reports(reports)
     write_json(reports, run_dir / "validation.json")
     log.info("verdicts written to %s", run_dir / "validation.json")

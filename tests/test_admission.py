@@ -108,3 +108,14 @@ def test_the_reset_check_rejects_an_environment_that_starts_differently(sandbox,
                     '"head -c 16 /dev/urandom | od -x > /app/seed.txt; exec \\"$@\\"", "sh"]\n')
     drifting = validator.validate(make_task(tmp_path, "drifting", dockerfile=random_start))
     assert [r.code for r in drifting.reasons] == ["reset.state_differs"]
+
+
+def test_domains_that_demand_a_zero_for_doing_nothing_reject_partial_credit(sandbox, cfg, tmp_path):
+    """App. C.1: doing nothing earns 0; a test section that credits an untouched environment fails it."""
+    from tests.conftest import REWARD_TEST, make_task
+
+    partial = REWARD_TEST.replace("echo 0 >", "echo 0.25 >")
+    task = make_task(tmp_path, "partial", test=partial)
+    assert Validator(cfg.sandbox).validate(task).valid  # 0.25 < admission.nop_max_reward
+    report = Validator(cfg.sandbox, nop_zero=True).validate(task)
+    assert [r.code for r in report.reasons] == ["nop.reward_not_zero"] and "0.250" in report.reasons[0].message

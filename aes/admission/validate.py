@@ -119,7 +119,7 @@ class Validator:
     """Runs admission checks 1-4 in the Docker sandbox."""
 
     def __init__(self, cfg: SandboxConfig, runner: TrialRunner | None = None, nop_max_reward: float = 0.5,
-                 reset_check: bool = False, domain_checks=None):
+                 reset_check: bool = False, domain_checks=None, nop_zero: bool = False):
         self.cfg = cfg
         if runner is None:
             from aes.sandbox.executors import trial_runner
@@ -127,6 +127,8 @@ class Validator:
             runner = trial_runner(cfg)  # sandbox.executor: local or ray
         self.runner = runner
         self.nop_max_reward = nop_max_reward
+        self.nop_zero = nop_zero
+        """Doing nothing must earn exactly 0 (``domain.nop_zero``)."""
         self.reset_check = reset_check
         self.domain_checks = domain_checks
         """The domain's own checks (``aes/domains/<name>/checks.py``: ``checks(task_dir, runner, image)``
@@ -218,6 +220,12 @@ class Validator:
                 "nop.reward_too_high",
                 f"doing nothing scores {nop.reward:.3f} (must be < {self.nop_max_reward:g}): "
                 "the tests pass without any work",
+            ))
+        elif self.nop_zero and nop.outcome is Outcome.OK and nop.reward:
+            reasons.append(Reason(
+                "nop.reward_not_zero",
+                f"doing nothing scores {nop.reward:.3f} (this domain demands 0): some test section gives "
+                "credit for an untouched environment; gate it on the work being done",
             ))
         return reasons
 

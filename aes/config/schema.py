@@ -196,6 +196,10 @@ class DomainConfig:
     reset_check: bool = False
     """Admission also starts the environment twice (same initial state?) and runs the reference
     twice (paper App. C; on for the domains of App. C, off for terminal tasks, as Harbor admits them)."""
+    nop_zero: bool = False
+    """Admission demands that doing nothing earns exactly 0 (paper App. C.1, for its domains), not just
+    less than ``admission.nop_max_reward``: a partial-credit test must give no section to an untouched
+    environment."""
 
 
 @dataclass
