@@ -91,8 +91,11 @@ def main(raw: DictConfig) -> None:
         log.info("%s", describe_sizes(cfg))
         run_dir = Path(cfg.run_dir or HydraConfig.get().runtime.output_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(raw, resolve=True))
-        ok = dispatch(cfg, run_dir)
+        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))  # the typed, effective values
+        from aes.cluster import cluster_session
+
+        with cluster_session(cfg, run_dir) as job:  # servers and trainer ranks the `cluster` section asks for
+            ok = job.run(dispatch)
     except (ConfigError, InfrastructureError, SandboxUnavailable, SandboxError, DiskFull) as exc:
         # InfrastructureError: e.g. a model server that does not answer (health check or mid-run)
         _stop(str(exc), 2 if isinstance(exc, ConfigError) else 1)

@@ -1,7 +1,10 @@
-"""The allocation glue: server up before the run, run sees its URL, server down after, status kept.
+"""launchers/allocation.py, servers around any command (aes/cluster's server code): server up
+before the command, the command sees its URL, server down after, status kept; a server that
+dies names its log.
 
 A small HTTP server stands in for vLLM here (vLLM needs a GPU); what is tested is the
-process management around it.
+process management around it. The job's own session (aes.run with a cluster section) is
+tests/test_cluster.py and tests/test_cluster_job.py.
 """
 
 from __future__ import annotations
@@ -55,3 +58,15 @@ def test_server_serves_the_run_and_is_stopped_after(tmp_path):
 def test_failed_run_fails_the_job(tmp_path):
     proc, port = run(tmp_path, "raise SystemExit(3)")
     assert proc.returncode == 3 and not port_open(port)
+
+
+def test_a_server_that_dies_fails_the_job_with_its_log(tmp_path):
+    port = free_port()
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "launchers" / "allocation.py"), "--model", "m", "--port", str(port),
+         "--server-cmd", f"{sys.executable} -c 'import sys; print(\"no GPU here\"); sys.exit(3)'",
+         "--log-dir", str(tmp_path), "--health-timeout", "60", "--", sys.executable, "-c", "print('never')"],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "never" not in proc.stdout
+    assert "exited with status 3" in proc.stderr and str(tmp_path / "server-0.log") in proc.stderr
+    assert "no GPU here" in proc.stderr

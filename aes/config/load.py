@@ -18,12 +18,28 @@ from aes.config.schema import AesConfig, ConfigError
 SCHEMA_NAME = "aes_schema"
 
 
+LAUNCHER_SET = ("cluster",)
+"""Sections a launcher profile may fill (``slurm/hydra/launcher/*.yaml`` pull in
+``slurm/cluster_profile/*.yaml``). Hydra merges the launcher's defaults before the primary
+config's, so in the stored schema these sections are typed but unset (MISSING never overrides a
+value); :func:`load_config` fills what is still unset from the dataclass defaults."""
+
+
+def schema_node() -> DictConfig:
+    """The typed schema as stored for composition (see :data:`LAUNCHER_SET`)."""
+    node = OmegaConf.structured(AesConfig)
+    for section in LAUNCHER_SET:
+        for key in node[section]:
+            node[section][key] = "???"
+    return node
+
+
 def register_schema() -> None:
     """Put the typed schema in Hydra's ConfigStore: ``conf/config.yaml`` composes on top of it,
     so every field exists (and can be overridden) even where no YAML file names it."""
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(name=SCHEMA_NAME, node=AesConfig)
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=schema_node())
 
 
 def _dataclass_in(tp: Any) -> type | None:

@@ -10,11 +10,15 @@ with the ones it can.
 =====================  =============================  ==========================  ==================
 ``tiny``               the tiny model, in process     the same module             shared, copy
 ``local``              llama.cpp on the GGUF file     transformers copy of it     gguf
-``openai_compatible``  a vLLM server                  ``solver.model`` (HF)       vllm_server
+``openai_compatible``  vLLM servers                   ``solver.model`` (HF)       vllm_server,
+                       or llama.cpp servers (GGUF)    or its GGUF, dequantised    llamacpp_server
 ``scripted``           (simulated flywheel: a skill)  -                           -
 =====================  =============================  ==========================  ==================
 
-Hosted APIs (``anthropic``, ``openai``) cannot be trained and are refused with a reason.
+``openai_compatible`` with ``weight_sync=auto`` takes ``llamacpp_server`` when ``solver.model`` is a
+GGUF file (what ``cluster.backend=llamacpp`` serves), else ``vllm_server``. Hosted APIs
+(``anthropic``, ``openai``) cannot be trained and are refused with a reason. With several trainer
+ranks (``cluster``), rank 0's solver announces every update to the others (:mod:`aes.cluster.distributed`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import copy
 from dataclasses import dataclass
 from typing import Callable
 
-from aes.config import AesConfig, ConfigError
+from aes.config import AesConfig, ConfigError, ModelConfig
 from aes.models import RunBudget, build_model
 from aes.train.policy import TrainableSolver, _Lazy
 from aes.train.sync import build_weight_sync
@@ -36,6 +40,11 @@ class SolverBackend:
     """The weight syncs this backend can do; the first is the default."""
     build: Callable[[AesConfig, RunBudget, object, str], object]
     """(cfg, budget, run paths, weight sync) -> the trainable solver."""
+    pick: Callable[[ModelConfig], str] | None = None
+    """The sync ``auto`` means for a solver config (default: the first of ``syncs``)."""
+
+    def default_sync(self, solver: ModelConfig) -> str:
+        return self.pick(solver) if self.pick is not None else self.syncs[0]
 
 
 def _tiny(cfg: AesConfig, budget: RunBudget, paths, sync: str) -> TrainableSolver:
@@ -59,14 +68,30 @@ def _local(cfg: AesConfig, budget: RunBudget, paths, sync: str) -> TrainableSolv
     return TrainableSolver(cfg, chat, _Lazy(lambda: load_gguf_policy(cfg.solver.model)), weights)
 
 
+def is_gguf(model: str) -> bool:
+    """Whether ``model`` names a GGUF file (a path ending in .gguf, or the embedded SmolLM2)."""
+    from aes.models.local import SMOLLM2_ALIASES
+
+    return model.strip().lower().endswith(".gguf") or model.strip().lower() in SMOLLM2_ALIASES
+
+
 def _served(cfg: AesConfig, budget: RunBudget, paths, sync: str) -> TrainableSolver:
     def load():
+        if is_gguf(cfg.solver.model):  # served by llama.cpp: train a dequantised transformers copy
+            from aes.models.hf_chat import load_gguf_policy
+
+            return load_gguf_policy(cfg.solver.model)
         from transformers import AutoModelForCausalLM
 
         return AutoModelForCausalLM.from_pretrained(cfg.solver.model)
 
     chat = build_model(cfg.solver, budget)
-    return TrainableSolver(cfg, chat, _Lazy(load), build_weight_sync(cfg.trainer, cfg.solver, mode=sync))
+    weights = build_weight_sync(cfg.trainer, cfg.solver, rollout=chat, out_dir=paths.gguf, mode=sync)
+    return TrainableSolver(cfg, chat, _Lazy(load), weights)
+
+
+def _served_sync(solver: ModelConfig) -> str:
+    return "llamacpp_server" if is_gguf(solver.model) else "vllm_server"
 
 
 def _scripted(cfg: AesConfig, budget: RunBudget, paths, sync: str):
@@ -78,7 +103,7 @@ def _scripted(cfg: AesConfig, budget: RunBudget, paths, sync: str):
 SOLVER_BACKENDS = {b.name: b for b in (
     SolverBackend("tiny", ("shared", "copy"), _tiny),
     SolverBackend("local", ("gguf",), _local),
-    SolverBackend("openai_compatible", ("vllm_server",), _served),
+    SolverBackend("openai_compatible", ("vllm_server", "llamacpp_server"), _served, _served_sync),
     SolverBackend("scripted", ("none",), _scripted),
 )}
 
@@ -92,8 +117,10 @@ def build_trainable_solver(cfg: AesConfig, budget: RunBudget, paths):
                           "solver=tiny, or solver=qwen served by vLLM)")
     sync = cfg.trainer.weight_sync
     if sync == "auto":
-        sync = backend.syncs[0]
+        sync = backend.default_sync(cfg.solver)
     elif sync not in backend.syncs:
         raise ConfigError(f"trainer.weight_sync={sync} does not work with solver.backend={backend.name}: "
                           f"set one of {', '.join(('auto',) + backend.syncs)}")
-    return backend.build(cfg, budget, paths, sync)
+    from aes.cluster.distributed import wrap_leader
+
+    return wrap_leader(backend.build(cfg, budget, paths, sync))

@@ -20,6 +20,11 @@ checkpoint load), five implementations:
   vLLM's weight-transfer endpoints (TRL's ``VLLMClient``); the server is never restarted.
 - :class:`VLLMColocated` — an in-process ``vllm.LLM``: ``model.load_weights`` (TRL's colocate path);
   a building block for a future in-process vLLM solver backend (no config value reaches it yet).
+- :class:`VLLMServers` — several such servers (``solver.base_urls``): the same broadcast to each,
+  on its own rendezvous port (``trainer.vllm_group_port`` + i).
+- ``llamacpp_server`` — llama.cpp servers the job started (``cluster.backend=llamacpp``): a
+  :class:`GGUFExport` whose reload restarts every server on its port with the new file
+  (:meth:`aes.cluster.servers.ServerGroup.reload`); the client's gate holds calls meanwhile.
 
 vLLM is imported lazily and only by the last two. mu in the DPPO ratio is always the
 log-prob the rollout engine reported; start vLLM with ``--logprobs-mode processed_logprobs``
@@ -30,6 +35,7 @@ with top_p=1, top_k=-1 (truncated sampling makes mu differ from any pi the train
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -209,6 +215,44 @@ class VLLMServer:
             self.client = None
 
 
+class VLLMServers:
+    """:class:`VLLMServer` for each of several servers (each on its own rendezvous port)."""
+
+    def __init__(self, base_urls: list[str], group_port: int = 51216):
+        self.servers = [VLLMServer(url, group_port + i) for i, url in enumerate(base_urls)]
+        self.version = 0
+
+    def push(self, engine: Any) -> None:
+        for server in self.servers:
+            server.push(engine)
+        self.version += 1
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.close()
+
+
+def restart_llamacpp_servers(chat: Any) -> Callable[[Path], None]:
+    """The reload of ``llamacpp_server``: restart the servers this process started with a new GGUF,
+    no call in flight (``chat.gate``), and count the update on the chat model."""
+    from contextlib import nullcontext
+
+    from aes.cluster.servers import active_group
+
+    def reload(path: Path) -> None:
+        group = active_group()
+        if group is None:
+            raise ConfigError("trainer.weight_sync=llamacpp_server restarts the llama.cpp servers this job started "
+                              "(cluster.servers > 0, cluster.backend=llamacpp); none run in this process")
+        gate = getattr(chat, "gate", None)
+        with gate.reload() if gate is not None else nullcontext():
+            group.reload(path)
+            if hasattr(chat, "weights_updated"):
+                chat.weights_updated()
+
+    return reload
+
+
 class VLLMColocated:
     """Loads the weights into an in-process ``vllm.LLM`` (same GPU as the trainer)."""
 
@@ -245,7 +289,7 @@ def build_weight_sync(cfg: TrainerConfig, solver: ModelConfig, rollout: Any = No
         if backend is None:
             raise ConfigError(f"solver.backend={solver.backend} cannot take new weights: train an open solver "
                               f"({', '.join(SOLVER_BACKENDS)})")
-        mode = backend.syncs[0]
+        mode = backend.default_sync(solver)
     if mode == "none":
         return None
     if mode == "gguf":
@@ -263,7 +307,17 @@ def build_weight_sync(cfg: TrainerConfig, solver: ModelConfig, rollout: Any = No
             raise ConfigError("trainer.weight_sync=copy needs the rollout engine's module (or its policy)")
         return CopyWeights(module)
     if mode == "vllm_server":
-        if not solver.base_url:
+        if not (solver.base_url or solver.base_urls):
             raise ConfigError("trainer.weight_sync=vllm_server needs solver.base_url (the vLLM server)")
-        return VLLMServer(solver.base_url, cfg.vllm_group_port)
+        if len(solver.base_urls) > 1:
+            return VLLMServers(list(solver.base_urls), cfg.vllm_group_port)
+        return VLLMServer(solver.base_urls[0] if solver.base_urls else solver.base_url, cfg.vllm_group_port)
+    if mode == "llamacpp_server":
+        from aes.cluster.servers import active_group
+        from aes.models.local import resolve_gguf
+
+        if active_group() is None and os.environ.get("RANK", "0") == "0":
+            raise ConfigError("trainer.weight_sync=llamacpp_server restarts the llama.cpp servers this job starts: "
+                              "set cluster.servers > 0 and cluster.backend=llamacpp (e.g. cluster=llamacpp)")
+        return GGUFExport(resolve_gguf(solver.model), restart_llamacpp_servers(rollout), out_dir)
     raise ConfigError(f"trainer.weight_sync={mode} is not a weight sync aes knows")
