@@ -187,5 +187,35 @@ def report(sweep: Path = typer.Argument(..., help="A multirun dir of mode=genera
     typer.echo("written: " + ", ".join(str(p) for p in out.values()))
 
 
+@app.command()
+def view(
+    run_dir: Path = typer.Argument(..., help="A run dir (holding trajectories/ and/or proposer/)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where to write the pages (default RUN_DIR/viewer)."),
+    serve: Optional[int] = typer.Option(None, "--serve", help="Then serve them over HTTP on this port (0: any free one)."),
+    host: str = typer.Option("127.0.0.1", help="Address to serve on (with --serve)."),
+    report: bool = typer.Option(False, "--report", help="Also write report.html of the run dir again."),
+) -> None:
+    """Render the run's ATIF trajectories as static HTML: an index, then every solver attempt and proposer
+    episode step by step (messages, commands, outputs, exit codes, rewards, verifier output)."""
+    from aes.report.viewer import build
+    from aes.report.viewer import serve as serve_dir
+
+    if not run_dir.is_dir():
+        _usage_error(f"no such directory: {run_dir}")
+    if report:
+        from aes.report.html import write_report
+
+        typer.echo(f"report: {write_report(run_dir, title=f'aes run {run_dir.resolve().name}')}")
+    viewer = build(run_dir, out)
+    typer.echo(f"{viewer.index} ({len(viewer.entries)} trajectories, {viewer.rendered} page(s) rendered now)")
+    if serve is not None:
+        pages, run = viewer.out.resolve(), run_dir.resolve()
+        root = run if pages.is_relative_to(run) else pages
+        if root != run:
+            typer.echo(f"serving only {pages}: the links into the run dir (raw JSON, report.html) resolve when the "
+                       "pages are inside it (the default --out)", err=True)
+        serve_dir(root, viewer.index.resolve(), serve, host)
+
+
 if __name__ == "__main__":
     app()

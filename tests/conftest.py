@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -72,3 +74,17 @@ def make_task(root: Path, name: str = "t", *, dockerfile: str | None = None,
         (path / rel).parent.mkdir(parents=True, exist_ok=True)
         (path / rel).write_text(text)
     return path
+
+
+@pytest.fixture(scope="session")
+def simulated_run(tmp_path_factory) -> Path:
+    """``python -m aes.run experiment=simulated flywheel.rounds=2 logger=wandb`` (offline): a real run
+    dir with metrics of every event, a pool, trajectories, report.html and a wandb run (~15 s)."""
+    run = tmp_path_factory.mktemp("simulated") / "run"
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_DISABLE_GIT": "true"}
+    env.pop("WANDB_API_KEY", None)
+    proc = subprocess.run([sys.executable, "-m", "aes.run", "experiment=simulated", "flywheel.rounds=2", "logger=wandb",
+                           "logger.tags=[test]", f"hydra.run.dir={run}"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return run

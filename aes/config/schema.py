@@ -477,6 +477,12 @@ class LoggerConfig:
     """wandb project."""
     mode: str = "offline"
     """wandb mode: offline, online or disabled."""
+    group: Optional[str] = None
+    """wandb group; None: the sweep dir of a multirun (``-m``: its jobs land in one group), else no group."""
+    run_name: Optional[str] = None
+    """wandb run name; None: ``<job number>:<the swept overrides>`` in a multirun, else the run dir's name."""
+    tags: list[str] = field(default_factory=list)
+    """wandb tags, added to ``mode=…``, ``proposer=…``, ``solver=…`` and ``harness=…`` of the run."""
 
 
 @dataclass
