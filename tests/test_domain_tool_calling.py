@@ -345,7 +345,7 @@ def test_fenced_agent_calls_mcp_tools_without_docker(catalog_service):
 # -- domain files -----------------------------------------------------------------------------------
 def test_seeds_carry_the_kit_unchanged_and_the_instructions_quote_it():
     seeds = sorted(p for p in SEEDS.iterdir() if p.is_dir())
-    assert len(seeds) >= 3
+    assert len(seeds) >= 4
     for seed in seeds:
         assert (seed / "environment" / "service" / "mcpserver.py").read_text() == (KIT / "mcpserver.py").read_text()
         assert (seed / "solution" / "mcp_call.py").read_text() == (KIT / "mcp_call.py").read_text()
@@ -392,6 +392,84 @@ def test_checks_need_the_servers_the_dump_and_the_scope(tmp_path):
     (task / "task.toml").write_text(toml)
     codes = [r.code for r in checks(task, runner=None, image="unused")]
     assert codes == ["tool_calling.no_mcp_server", "tool_calling.no_state_dump", "tool_calling.no_allowed_changes"]
+
+
+# -- the seeds' rewards, on this machine -------------------------------------------------------------
+# One write to a record outside each seed's task (the service accepts it; the tests must not).
+STRAY_WRITES = {
+    "account-offboarding": ("add_membership", {"user_id": "U-212", "group": "alumni"}),
+    "catalog-price-notice": ("update_price", {"sku": "SKU-1005", "price_cents": 159, "reason": "PN-31"}),
+    "claims-adjudication": ("adjudicate_claim", {"claim_id": "CL-2612-01", "decision": "approve",
+                                                 "reason": "COVERED", "payout_cents": 63000}),
+    "coldchain-disposition": ("set_disposition", {"shipment_id": "SH-4411-01", "decision": "release",
+                                                  "reason": "WITHIN_LIMITS"}),
+}
+
+
+def _local_seed(seed: Path, root: Path):
+    """The seed's service seeded under ``root``, its tests reading that database and its reference calling
+    that server directly (instead of ``sudo`` in the container): (server command, tests dir, solve.py)."""
+    import re
+
+    service = root / "service"
+    shutil.copytree(seed / "environment" / "service", service)
+    subprocess.run([sys.executable, str(service / "seed.py")], check=True)
+    tests = root / "tests"
+    shutil.copytree(seed / "tests", tests)
+    outputs = tests / "test_outputs.py"
+    text, n = re.subn(r'^DB = "/srv/[a-z-]+/state\.db"$', f"DB = {str(service / 'state.db')!r}",
+                      outputs.read_text(), flags=re.M)
+    assert n == 1, seed.name
+    outputs.write_text(text)
+    server = [sys.executable, "-I", str(service / "server.py")]
+    solution = root / "solution"
+    shutil.copytree(seed / "solution", solution)
+    solve = solution / "solve.py"
+    text, n = re.subn(r'Session\(\["sudo", "-n", "/usr/local/bin/[a-z-]+-mcp"\]\)', f"Session({server!r})",
+                      solve.read_text())
+    assert n == 1, seed.name
+    solve.write_text(text)
+    return server, tests, solve
+
+
+def _local_reward(tests: Path) -> float:
+    """The fraction of the seed's tests that pass (what its test.sh writes)."""
+    import xml.etree.ElementTree as ET
+
+    junit = tests / "junit.xml"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
+                    "test_outputs.py"], cwd=tests, capture_output=True, check=False)
+    suite = ET.parse(junit).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    total = int(suite.get("tests"))
+    return (total - sum(int(suite.get(k, 0)) for k in ("failures", "errors", "skipped"))) / total
+
+
+@pytest.mark.parametrize("name", sorted(STRAY_WRITES))
+def test_seed_rewards_nothing_one_and_a_stray_write_below_one(name, tmp_path):
+    """App. C.1: doing nothing (or only an unrelated write) earns exactly 0, the reference 1.0, and the
+    reference plus one unrelated write less than 1 (partial credit)."""
+    import shlex
+
+    assert (SEEDS / name).is_dir()
+    tool, args = STRAY_WRITES[name]
+    for case in ("nop", "stray_only", "oracle", "oracle_and_stray"):
+        server, tests, solve = _local_seed(SEEDS / name, tmp_path / case)
+        if case.startswith("oracle"):
+            subprocess.run([sys.executable, str(solve)], check=True, capture_output=True)
+        if "stray" in case:
+            subprocess.run([sys.executable, str(KIT / "mcp_call.py"), "--server", shlex.join(server), tool,
+                            json.dumps(args)], check=True, capture_output=True)
+        reward = _local_reward(tests)
+        expected = {"nop": 0.0, "stray_only": 0.0, "oracle": 1.0}.get(case)
+        if expected is None:
+            assert 0.0 < reward < 1.0, (case, reward)
+        else:
+            assert reward == expected, (case, reward)
+
+
+def test_every_seed_has_a_stray_write_case():
+    assert sorted(p.name for p in SEEDS.iterdir() if (p / "task.toml").is_file()) == sorted(STRAY_WRITES)
 
 
 # -- in Docker --------------------------------------------------------------------------------------
@@ -495,4 +573,4 @@ def test_seeds_pass_aes_validate_with_the_domain_checks():
     result = CliRunner().invoke(app, ["validate", str(SEEDS), "--set", "domain=tool_calling", "--quiet"],
                                 env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    assert "3/3 valid" in result.output
+    assert "4/4 valid" in result.output

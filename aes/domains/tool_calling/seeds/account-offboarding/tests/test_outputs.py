@@ -13,6 +13,14 @@ def con():
     connection.close()
 
 
+def work_done(con):
+    """Whether any of the leaver's records has changed from the seeded state (doing nothing earns 0)."""
+    status = con.execute("SELECT status FROM users WHERE id = 'U-207'").fetchone()[0]
+    groups = sorted(r[0] for r in con.execute("SELECT grp FROM memberships WHERE user_id = 'U-207'"))
+    owners = [r[0] for r in con.execute("SELECT owner_id FROM tickets WHERE id IN ('T-501', 'T-502')")]
+    return status != "active" or groups != ["all-staff", "crm-admins", "sales", "vpn"] or owners != ["U-207", "U-207"]
+
+
 def test_open_tickets_go_to_the_manager(con):
     owners = dict(con.execute("SELECT id, owner_id FROM tickets WHERE id IN ('T-501', 'T-502')").fetchall())
     assert owners == {"T-501": "U-101", "T-502": "U-101"}
@@ -29,6 +37,8 @@ def test_account_disabled(con):
 
 
 def test_other_records_untouched(con):
+    # leaving the other records alone is only worth something once the offboarding was done
+    assert work_done(con), "nothing of the offboarding was done"
     users = con.execute("SELECT * FROM users WHERE id != 'U-207' ORDER BY id").fetchall()
     assert users == [("U-099", "Ola Berg", "sales", None, "disabled", "offboarded"),
                      ("U-101", "Maren Holt", "sales", None, "active", None),

@@ -14,6 +14,15 @@ def con():
     connection.close()
 
 
+SEEDED_PRICES = {"SKU-1001": 249, "SKU-1002": 319, "SKU-1004": 289}
+
+
+def work_done(con):
+    """Whether any of the notice's records has changed from the seeded state (doing nothing earns 0)."""
+    return any(price(con, sku) != cents for sku, cents in SEEDED_PRICES.items()) or \
+        con.execute("SELECT status FROM notices WHERE id = 'PN-31'").fetchone()[0] != "pending"
+
+
 def price(con, sku):
     return con.execute("SELECT price_cents FROM products WHERE sku = ?", (sku,)).fetchone()[0]
 
@@ -28,6 +37,8 @@ def test_other_active_lines(con):
 
 
 def test_discontinued_and_unlisted_products_untouched(con):
+    # leaving the other products alone is only worth something once the notice's work was done
+    assert work_done(con), "nothing of notice PN-31 was applied"
     rows = con.execute("SELECT sku, name, supplier, status, price_cents FROM products "
                        "WHERE sku NOT IN ('SKU-1001', 'SKU-1002', 'SKU-1004') ORDER BY sku").fetchall()
     assert rows == [("SKU-1003", "Oat cream 250 ml", "NordOat", "discontinued", 199),

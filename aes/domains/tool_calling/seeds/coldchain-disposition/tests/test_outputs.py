@@ -15,6 +15,13 @@ def con():
     connection.close()
 
 
+def work_done(con):
+    """Whether any of CN-4410's records has changed from the seeded state (doing nothing earns 0)."""
+    return con.execute("SELECT COUNT(*) FROM shipments WHERE consignment_id = 'CN-4410' AND disposition IS NOT NULL"
+                       ).fetchone()[0] > 0 or \
+        con.execute("SELECT status FROM consignments WHERE id = 'CN-4410'").fetchone()[0] != "open"
+
+
 def disposition(con, shipment_id):
     return tuple(con.execute("SELECT disposition, reason FROM shipments WHERE id = ?", (shipment_id,)).fetchone())
 
@@ -44,6 +51,8 @@ def test_consignment_closed(con):
 
 
 def test_other_records_untouched(con):
+    # leaving the other records alone is only worth something once the task's work was done
+    assert work_done(con), "nothing of CN-4410 was processed"
     consignments = con.execute("SELECT id, customer, status FROM consignments WHERE id != 'CN-4410' ORDER BY id").fetchall()
     assert consignments == [("CN-4411", "Vastra Klinik", "open"), ("CN-4412", "Lumen Biolab", "closed")]
     others = con.execute("SELECT id, consignment_id, product, interval_minutes, disposition, reason FROM shipments "
