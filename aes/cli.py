@@ -47,7 +47,8 @@ def validate(
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     quiet: bool = typer.Option(False, help="No progress bar."),
 ) -> None:
-    """Run admission checks 1-4 (static, build, oracle = 1.0, no-op < 0.5). Exit 0 only if all pass."""
+    """Run admission checks 1-4 (static, build, oracle = 1.0, no-op < admission.nop_max_reward, or 0 where the
+    domain says so) and the domain's checks. Exit 0 only if all pass."""
     _setup_logging()
     from aes.admission import validate_all
     from aes.compose import make_validator
@@ -56,9 +57,9 @@ def validate(
 
     cfg = _config(set_)
     tasks = find_tasks(paths)
-    reports = validate_all(make_validator(cfg), tasks, concurrency or cfg.sandbox.concurrency,
-                           show_progress=not quiet)
-    print_reports(reports)
+    validator = make_validator(cfg)
+    reports = validate_all(validator, tasks, concurrency or cfg.sandbox.concurrency, show_progress=not quiet)
+    print_reports(reports, title=validator.describe())
     if json_out:
         write_json(reports, json_out)
     raise typer.Exit(0 if reports and all(r.valid for r in reports) else 1)

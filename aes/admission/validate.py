@@ -135,6 +135,12 @@ class Validator:
         -> reasons), run after checks 1-4 pass."""
         """Also start the environment twice (same initial state?) and run the reference twice (``domain.reset_check``)."""
 
+    def describe(self) -> str:
+        """What a task must pass here, in one line (the title of ``aes validate``'s table)."""
+        nop = "no-op = 0" if self.nop_zero else f"no-op < {self.nop_max_reward:g}"
+        extra = (", two fresh starts alike" if self.reset_check else "") + (", domain checks" if self.domain_checks else "")
+        return f"admission checks 1-4 (static, build, oracle = 1, {nop}{extra})"
+
     def validate(self, path: str | Path) -> ValidationReport:
         start = time.monotonic()
         report = self._validate(Path(path))

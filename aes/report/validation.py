@@ -15,10 +15,11 @@ def _reward(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def print_reports(reports: list[ValidationReport], console: Console | None = None) -> None:
+def print_reports(reports: list[ValidationReport], console: Console | None = None,
+                  title: str = "admission checks 1-4") -> None:
     """One row per task: verdict, oracle and no-op rewards, time, first reason."""
     console = console or Console()
-    table = Table(title="admission checks 1-4 (static, build, oracle = 1, no-op < 0.5)")
+    table = Table(title=title)
     for column in ("task", "valid", "oracle", "nop", "seconds", "reason"):
         table.add_column(column, overflow="fold")
     for r in reports:
