@@ -169,3 +169,17 @@ def test_the_agent_shell_runs_as_the_tasks_agent_user(runner, tmp_path):
     observation = model.seen[2][-1]["content"]
     assert "nobody" in observation and "Permission denied" in observation and "secret" not in observation
     assert result.reward == 1.0
+
+
+def test_tasks_name_their_action_sets_in_metadata(caplog):
+    from types import SimpleNamespace
+
+    from aes.agents.toolboxes import declared_actions
+
+    def task(actions):
+        return SimpleNamespace(name="t", spec=SimpleNamespace(metadata={"actions": actions}))
+
+    assert declared_actions(task("browser")) == ["browser"]
+    assert declared_actions(task(["desktop", "browser"])) == ["desktop", "browser"]
+    assert declared_actions(task(["teleport"])) == [] and "unknown action set" in caplog.text
+    assert declared_actions(SimpleNamespace(name="t", spec=SimpleNamespace(metadata={}))) == []

@@ -295,15 +295,16 @@ class TerminalAgent:
         deadline = time.monotonic() + timeout
         uses_tools = bool(self.model.supports_tools and self.model.config.use_tools is not False)
         host_tools = list(self.hil.tools) if self.hil else []
-        from aes.agents.mcp import attach  # the task's MCP servers' tools (aes/agents/mcp.py)
-        mcp = attach(task, container, fenced=not uses_tools, call_timeout=self.cfg.command_timeout_sec,
-                     reserved={t.spec.name for t in host_tools})
-        host_tools += mcp.tools if mcp else []
+        from aes.agents.toolboxes import attach_all  # MCP tools, action sets (aes/agents/toolboxes.py)
+        boxes = attach_all(task, container, fenced=not uses_tools, call_timeout=self.cfg.command_timeout_sec,
+                           reserved={t.spec.name for t in host_tools})
+        for box in boxes.values():
+            host_tools += box.tools
         episode = Episode(self.model, self.cfg, container, self.system_prompt(uses_tools),
                           host_tools=host_tools or None, max_policy_span=self.max_policy_span,
                           user=task.spec.agent_user)
-        instruction = (self.hil.instruction if self.hil else task.instruction) + (mcp.help if mcp else "") + \
-            (prompts.HINTS_HEADER + self.hints if self.hints else "")
+        instruction = (self.hil.instruction if self.hil else task.instruction) + \
+            "".join(box.help for box in boxes.values()) + (prompts.HINTS_HEADER + self.hints if self.hints else "")
         try:
             end = episode.send(instruction, deadline)
         except InfrastructureError:
@@ -316,6 +317,6 @@ class TerminalAgent:
         trajectory = episode.trajectory(end_reason=end, hints=bool(self.hints),
                                         policy_versions=[min(versions), max(versions)] if versions else None,
                                         **({"hil": self.hil.record()} if self.hil else {}),
-                                        **({"mcp": mcp.record(episode.recorder.steps)} if mcp else {}))
+                                        **{name: box.record(episode.recorder.steps) for name, box in boxes.items()})
         return AgentRun(exit_code=0, output=episode.error or "", timed_out=end == EndReason.TIMEOUT,
                         info={"trajectory": trajectory, "end_reason": end})
