@@ -46,6 +46,8 @@ def validate(
     concurrency: Optional[int] = typer.Option(None, help="Tasks validated at once (default sandbox.concurrency)."),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     quiet: bool = typer.Option(False, help="No progress bar."),
+    logs: Optional[Path] = typer.Option(None, "--logs", help="Keep each reference run's /logs/agent and "
+                                        "/logs/artifacts (e.g. screenshots) under LOGS/<task>/oracle."),
 ) -> None:
     """Run admission checks 1-4 (static, build, oracle = 1.0, no-op < admission.nop_max_reward, or 0 where the
     domain says so) and the domain's checks. Exit 0 only if all pass."""
@@ -57,9 +59,11 @@ def validate(
 
     cfg = _config(set_)
     tasks = find_tasks(paths)
-    validator = make_validator(cfg)
+    validator = make_validator(cfg, logs_dir=logs)
     reports = validate_all(validator, tasks, concurrency or cfg.sandbox.concurrency, show_progress=not quiet)
     print_reports(reports, title=validator.describe())
+    if logs:
+        typer.echo(f"the reference runs' logs (where they left any): {logs}/<task>/oracle")
     if json_out:
         write_json(reports, json_out)
     raise typer.Exit(0 if reports and all(r.valid for r in reports) else 1)

@@ -39,7 +39,7 @@ def validate(cfg: AesConfig, run_dir: Path, tasks: str | None = None) -> bool:
     source = Path(tasks or cfg.tasks or seeds_dir(cfg.domain))
     paths = find_tasks([source])
     log.info("validating %d task(s) from %s", len(paths), source)
-    validator = make_validator(cfg)
+    validator = make_validator(cfg, logs_dir=run_dir / "trials")
     reports = validate_all(validator, paths, cfg.sandbox.concurrency)
     print_reports(reports, title=validator.describe())
     write_json(reports, run_dir / "validation.json")

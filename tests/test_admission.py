@@ -119,3 +119,14 @@ def test_domains_that_demand_a_zero_for_doing_nothing_reject_partial_credit(sand
     assert Validator(cfg.sandbox).validate(task).valid  # 0.25 < admission.nop_max_reward
     report = Validator(cfg.sandbox, nop_zero=True).validate(task)
     assert [r.code for r in report.reasons] == ["nop.reward_not_zero"] and "0.250" in report.reasons[0].message
+
+
+def test_the_reference_runs_logs_are_kept_when_asked(sandbox, cfg, tmp_path):
+    """``aes validate --logs DIR``: what the reference leaves in /logs/agent (a screenshot sequence) is kept."""
+    from tests.conftest import make_task
+
+    solve = "echo 42 > /app/answer.txt\nfor i in 1 2; do echo $i > /logs/agent/shot-$i.txt; done\n"
+    report = Validator(cfg.sandbox, logs_dir=tmp_path / "logs").validate(make_task(tmp_path, "shots", solve=solve))
+    kept = tmp_path / "logs" / "test__shots" / "oracle" / "agent"
+    assert report.valid and sorted(p.name for p in kept.iterdir()) == ["shot-1.txt", "shot-2.txt"]
+    assert any("reference run's logs" in n for n in report.notes)

@@ -110,3 +110,17 @@ def test_eval_reports_avg_and_pass_at_k(sandbox, cfg, tmp_path):
     model = Scripted([SOLVE, GIVE_UP, GIVE_UP, GIVE_UP])
     report = evaluate(runner_for(model, sandbox, cfg, tmp_path), [t1, t2], k=2, show_progress=False)
     assert report.pass_at_k == 0.5 and report.avg_at_k == pytest.approx(0.25)
+
+
+@pytest.mark.docker
+def test_an_attempts_logs_are_kept_beside_its_trajectory(sandbox, cfg, tmp_path):
+    task = load_task(make_task(tmp_path))
+    shot = reply("```bash\nmkdir -p /logs/agent && echo frame > /logs/agent/step-1.txt; echo 42 > /app/answer.txt\n```")
+    envs = runner_for(Scripted([shot, reply("DONE"), GIVE_UP]), sandbox, cfg, tmp_path).run(
+        [task], attempts=2, show_progress=False)
+    root = tmp_path / "run/trajectories" / task.slug / "scripted"
+    with_logs = [json.loads((root / f"{k}.json").read_text())["extra"].get("logs") for k in (0, 1)]
+    assert sum(r.reward for r in envs[task.slug].records) == 1.0
+    kept = [k for k, logs in enumerate(with_logs) if logs]
+    assert len(kept) == 1 and with_logs[kept[0]] == {"dir": f"{kept[0]}.logs", "files": 1, "bytes": 6}
+    assert (root / f"{kept[0]}.logs/agent/step-1.txt").read_text() == "frame\n"

@@ -101,3 +101,28 @@ def test_solution_env_and_verifier_env_are_passed(runner, tmp_path):
             ' || echo 0 > /logs/verifier/reward.txt\n')
     result = run(runner, make_task(tmp_path, solve='echo "$ANSWER" > /app/answer.txt\n', test=test, toml=toml))
     assert result.reward == 1.0
+
+
+def test_the_agents_logs_come_out_as_plain_files_only(runner, tmp_path):
+    """/logs/agent and /logs/artifacts (screenshots, ...) are kept beside the trial; links, pipes and
+    devices the agent planted there do not come out, and logs over the limit stay behind."""
+    solve = ("echo 42 > /app/answer.txt\nmkdir -p /logs/agent/shots\n"
+             "for i in 1 2 3; do echo frame$i > /logs/agent/shots/step-$i.txt; done\n"
+             "echo done > /logs/artifacts/summary.txt\nln -s /etc/shadow /logs/agent/shadow\n"
+             "ln -s / /logs/artifacts/root\nmkfifo /logs/agent/pipe\n")
+    task = load_task(make_task(tmp_path, solve=solve))
+    result = runner.run(task, OracleAgent(), logs_to=tmp_path / "kept")
+    kept = tmp_path / "kept"
+    assert result.reward == 1.0 and result.logs["files"] == 4
+    assert sorted(p.relative_to(kept).as_posix() for p in kept.rglob("*") if p.is_file()) == [
+        "agent/shots/step-1.txt", "agent/shots/step-2.txt", "agent/shots/step-3.txt", "artifacts/summary.txt"]
+    assert not any(p.is_symlink() for p in kept.rglob("*"))
+    assert (kept / "agent/shots/step-2.txt").read_text() == "frame2\n"
+
+    nothing = runner.run(task, NopAgent(), logs_to=tmp_path / "empty")
+    assert nothing.logs == {} and not (tmp_path / "empty").exists()
+
+    big = load_task(make_task(tmp_path, "big", solve="head -c 3M /dev/zero > /logs/agent/blob\n"))
+    small = TrialRunner(runner.cfg.__class__(**{**runner.cfg.__dict__, "trial_logs_max_mb": 1}), runner.sandbox)
+    over = small.run(big, OracleAgent(), logs_to=tmp_path / "over")
+    assert "trial_logs_max_mb" in over.logs["note"] and not (tmp_path / "over" / "agent").exists()

@@ -119,7 +119,8 @@ class Validator:
     """Runs admission checks 1-4 in the Docker sandbox."""
 
     def __init__(self, cfg: SandboxConfig, runner: TrialRunner | None = None, nop_max_reward: float = 0.5,
-                 reset_check: bool = False, domain_checks=None, nop_zero: bool = False):
+                 reset_check: bool = False, domain_checks=None, nop_zero: bool = False,
+                 logs_dir: Path | None = None):
         self.cfg = cfg
         if runner is None:
             from aes.sandbox.executors import trial_runner
@@ -128,6 +129,8 @@ class Validator:
         self.runner = runner
         self.nop_max_reward = nop_max_reward
         self.nop_zero = nop_zero
+        self.logs_dir = Path(logs_dir) if logs_dir is not None else None
+        """Where the reference run's /logs/agent and /logs/artifacts go (``<logs_dir>/<task>/oracle``)."""
         """Doing nothing must earn exactly 0 (``domain.nop_zero``)."""
         self.reset_check = reset_check
         self.domain_checks = domain_checks
@@ -169,9 +172,13 @@ class Validator:
             return report
 
         with ThreadPoolExecutor(max_workers=2) as pool:
-            oracle_f = pool.submit(self.runner.run, task, OracleAgent(), build.image)
+            logs = self.logs_dir / task.name.replace("/", "__") / "oracle" if self.logs_dir else None
+            oracle_f = pool.submit(self.runner.run, task, OracleAgent(), build.image, logs)
             nop_f = pool.submit(self.runner.run, task, _NopProbe(self.reset_check), build.image)
             report.oracle, report.nop = oracle_f.result(), nop_f.result()
+        if report.oracle.logs.get("dir"):
+            report.notes.append(f"the reference run's logs: {report.oracle.logs['dir']} "
+                                f"({report.oracle.logs['files']} files)")
         for name, trial in (("oracle", report.oracle), ("nop", report.nop)):
             for stage, seconds in trial.timings.items():
                 report.timings[f"{name}.{stage}"] = seconds

@@ -361,6 +361,9 @@ class SandboxConfig:
     """Verifier phase limit when task.toml gives none."""
     output_limit_bytes: int = 262144
     """Most bytes of output kept per exec (head and tail are kept, the middle dropped)."""
+    trial_logs_max_mb: int = 32
+    """Most MiB of a trial's /logs/agent and /logs/artifacts (screenshots, agent logs) copied out
+    beside its trajectory (or ``aes validate --logs``); larger logs are left behind, with a note."""
     max_context_mb: int = 256
     """Largest build context accepted, in MiB."""
     concurrency: int = 4

@@ -3,6 +3,7 @@
 Layout under the output dir::
 
     trajectories/<env_id>/<solver>/<attempt>.json   # ATIF trajectory + reward, verifier output
+    trajectories/<env_id>/<solver>/<attempt>.logs/  # its /logs/agent and /logs/artifacts, when it left any
     trajectories/index.jsonl                        # one row per (env, solver)
 
 An attempt whose file exists is not run again, so an interrupted rollout resumes.
@@ -202,8 +203,12 @@ class RolloutRunner:
             hil = hil_attempt(env.task, self.hil_setting, self.hil_judge)
         agent = TerminalAgent(self.solver, self.agent_cfg, name=self.solver_name, hints=hints,
                               max_policy_span=self.max_policy_span, hil=hil)
-        result = self.trials.run(env.task, agent, image)
+        result = self.trials.run(env.task, agent, image, logs_to=path.parent / f"{path.stem}.logs")
         trajectory = attach_result(result, env.env_id, self.solver_name, k)
+        if result.logs.get("dir"):  # screenshots and logs the attempt left in /logs/agent, /logs/artifacts
+            trajectory["extra"]["logs"] = {**result.logs, "dir": Path(result.logs["dir"]).name}
+        elif result.logs.get("note"):
+            trajectory["extra"]["logs"] = {"note": result.logs["note"]}
         _shape(trajectory["extra"], self.hil_weight)
         if result.outcome in INFRASTRUCTURE:
             # kept for the record, under a name a resumed run does not reuse: the attempt runs again

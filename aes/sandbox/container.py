@@ -350,7 +350,11 @@ class Container:
 
 
 def _safe_member(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    """tarfile's ``data`` filter, skipping (not failing on) members that would escape."""
+    """tarfile's ``data`` filter, skipping (not failing on) members that would escape; only plain
+    files and directories come out (no links, devices or pipes of a container the agent shaped)."""
+    if not (member.isfile() or member.isdir()):
+        log.debug("skipped archive member %r (not a plain file or directory)", member.name)
+        return None
     try:
         return tarfile.data_filter(member, dest)
     except tarfile.FilterError:

@@ -379,8 +379,9 @@ def _materialise(task: Task, bundle: TaskBundle) -> Task:
 
 
 def trial_on_node(cfg: SandboxConfig, task: Task, bundle: TaskBundle, spec: AgentSpec, image: str | None,
-                  budget: BudgetConfig) -> dict:
-    """A Ray task: one trial on this node (build here, run, verify). Plain data back."""
+                  budget: BudgetConfig, keep_logs: bool = False) -> dict:
+    """A Ray task: one trial on this node (build here, run, verify). Plain data back (the trial's
+    kept logs as a tar, when ``keep_logs``)."""
     started = time.monotonic()
     node = _Node.get(cfg)
     task = _materialise(task, bundle)
@@ -396,13 +397,20 @@ def trial_on_node(cfg: SandboxConfig, task: Task, bundle: TaskBundle, spec: Agen
             return {"result": result.to_dict(), "node": node.info(), "usage": None,
                     "seconds": time.monotonic() - started}
         image = build.image
-    try:
-        result = runner.run(task, agent, image)
-    finally:
-        runner.sandbox.drain()  # this trial's containers are gone before the task returns
+    logs_tar = None
+    with tempfile.TemporaryDirectory(prefix="aes-trial-logs-") as scratch:
+        try:
+            result = runner.run(task, agent, image, logs_to=Path(scratch) / "logs" if keep_logs else None)
+        finally:
+            runner.sandbox.drain()  # this trial's containers are gone before the task returns
+        if result.logs.get("dir"):
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as tar:
+                tar.add(result.logs["dir"], arcname=".")
+            logs_tar = buf.getvalue()
     result.timings = {**timings, **result.timings}
     result.agent_info = {**result.agent_info, "executor": {"kind": "ray", **node.info()}}
-    return {"result": result.to_dict(), "node": node.info(),
+    return {"result": result.to_dict(), "logs_tar": logs_tar, "node": node.info(),
             "usage": model.budget.summary() if model is not None else None,
             "seconds": time.monotonic() - started}
 
@@ -622,8 +630,9 @@ class RayTrialRunner:
         self._engines[node["node_id"]] = node
         return result
 
-    def run(self, task: Task, agent, image: str | None = None) -> TrialResult:
-        """One trial of ``task`` by ``agent`` on a node of the cluster (``image``: a hint)."""
+    def run(self, task: Task, agent, image: str | None = None, logs_to: Path | None = None) -> TrialResult:
+        """One trial of ``task`` by ``agent`` on a node of the cluster (``image``: a hint); its kept
+        logs come back with it into ``logs_to``."""
         spec = describe_agent(agent)
         _, ref = self._bundle(task)
         budget = getattr(getattr(agent, "model", None), "budget", None)
@@ -631,7 +640,8 @@ class RayTrialRunner:
         try:
             payload = self._get(_remote()["trial_on_node"].options(
                 name=f"aes-trial:{task.name}"[:200], max_retries=self.cfg.ray_max_retries,
-                **self.trial_resources(task)).remote(self.cfg, task, ref, spec, image, _remaining(budget)))
+                **self.trial_resources(task)).remote(self.cfg, task, ref, spec, image, _remaining(budget),
+                                                    logs_to is not None))
         except _SystemFailure as exc:
             self.sweep_dead_nodes()
             return TrialResult(task=task.name, agent=agent.name, outcome=Outcome.SANDBOX_ERROR,
@@ -643,6 +653,12 @@ class RayTrialRunner:
         data = dict(payload["result"])
         data["outcome"] = Outcome(data["outcome"])
         result = TrialResult(**data)
+        if payload.get("logs_tar") and logs_to is not None:
+            dest = Path(logs_to)
+            dest.mkdir(parents=True, exist_ok=True)
+            with tarfile.open(fileobj=io.BytesIO(payload["logs_tar"])) as tar:
+                tar.extractall(dest, filter="data")
+            result.logs = {**result.logs, "dir": str(dest)}
         result.timings["ray_dispatch"] = max(0.0, time.monotonic() - started - payload["seconds"])
         self.sweep_dead_nodes()
         return result

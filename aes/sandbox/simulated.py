@@ -67,7 +67,7 @@ class SimulatedTrials:
         digest = hashlib.sha256(f"{self.seed}|{key}|{n}".encode()).digest()
         return random.Random(int.from_bytes(digest[:8], "big"))
 
-    def run(self, task, agent, image: str | None = None) -> TrialResult:
+    def run(self, task, agent, image: str | None = None, logs_to=None) -> TrialResult:
         result = TrialResult(task=task.name, agent=agent.name, outcome=Outcome.OK, image=image)
         broken = bool((task.spec.metadata or {}).get("sim_broken", False))
         if isinstance(agent, OracleAgent):

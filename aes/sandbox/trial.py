@@ -28,6 +28,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Protocol
 
 import docker.errors
@@ -145,6 +146,9 @@ class TrialResult:
     image: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     agent_info: dict = field(default_factory=dict)
+    logs: dict = field(default_factory=dict)
+    """Where the trial's /logs/agent and /logs/artifacts were copied (``dir``, ``files``, ``bytes``),
+    or why not (``note``); empty when no copy was asked for."""
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -189,8 +193,12 @@ class TrialRunner:
         self.sandbox = sandbox or DockerSandbox(cfg)
         self.verifier = SealedVerifier(self.sandbox, cfg)
 
-    def run(self, task: Task, agent: TrialAgent, image: str | None = None) -> TrialResult:
+    def run(self, task: Task, agent: TrialAgent, image: str | None = None,
+            logs_to: Path | None = None) -> TrialResult:
         """Build (unless ``image`` is given), start, run the agent, verify, tear down.
+
+        ``logs_to``: a directory to copy the agent's /logs/agent and /logs/artifacts into
+        (screenshots, logs an agent or a reference keeps) once the agent phase is over.
 
         A trial that ends without a reward because the Docker engine went away (a restart
         stops every container) waits for the engine and runs again in a new container, up to
@@ -202,14 +210,15 @@ class TrialRunner:
             return SHUTDOWN_GRACE_SEC if result.outcome in _MAYBE_ENGINE else 0.0
 
         result, retries = self.sandbox.through_restarts(f"{task.name}: trial",
-                                                        lambda: self._run_once(task, agent, image), suspect,
+                                                        lambda: self._run_once(task, agent, image, logs_to),
+                                                        suspect,
                                                         cfg=self.cfg)
         if retries:
             result.detail = (result.detail + f" (run {retries + 1} times: the Docker engine went away "
                              "during the earlier runs)").strip()
         return result
 
-    def _run_once(self, task: Task, agent: TrialAgent, image: str | None) -> TrialResult:
+    def _run_once(self, task: Task, agent: TrialAgent, image: str | None, logs_to: Path | None = None) -> TrialResult:
         timings: dict[str, float] = {}
         result = TrialResult(task=task.name, agent=agent.name, outcome=Outcome.OK)
         if image is None:
@@ -231,6 +240,8 @@ class TrialRunner:
             containers.append(container)
             timings["start"] = time.monotonic() - clock
             self._agent_phase(container, task, agent, result, timings)
+            if logs_to is not None:
+                result.logs = self._keep_logs(container, Path(logs_to))
             if result.outcome in (Outcome.OK, Outcome.AGENT_TIMEOUT):
                 clock = time.monotonic()
                 if pristine is not None:
@@ -282,6 +293,26 @@ class TrialRunner:
         state, code, oom = container.status()
         if state != "running":
             result.outcome, result.detail = Outcome.CONTAINER_DIED, _died(state, code, oom, container)
+
+    def _keep_logs(self, container: Container, dest: Path) -> dict:
+        """Copy /logs/agent and /logs/artifacts out of the agent's container (plain files only, at
+        most ``sandbox.trial_logs_max_mb``); a directory that ends up empty is not kept."""
+        limit = self.cfg.trial_logs_max_mb << 20
+        notes = []
+        for part in ("agent", "artifacts"):
+            try:
+                if not container.download(f"/logs/{part}", dest, limit=limit):
+                    notes.append(f"/logs/{part} is over sandbox.trial_logs_max_mb ({self.cfg.trial_logs_max_mb} MiB) "
+                                 "or gone; not kept")
+            except (docker.errors.APIError, OSError) as exc:
+                notes.append(f"/logs/{part} could not be copied: {exc}")
+        files = [p for p in dest.rglob("*") if p.is_file()] if dest.is_dir() else []
+        if not files and dest.is_dir():
+            for sub in sorted(dest.rglob("*"), reverse=True):
+                sub.rmdir()
+            dest.rmdir()
+        info = {"dir": str(dest), "files": len(files), "bytes": sum(p.stat().st_size for p in files)} if files else {}
+        return {**info, **({"note": "; ".join(notes)} if notes else {})}
 
     def _verify_sealed(self, container: Container, verifier: Container, image: str, task: Task,
                        result: TrialResult, timings: dict[str, float]) -> None:
