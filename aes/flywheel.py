@@ -30,6 +30,7 @@ from aes.pool import AssignmentLog
 from aes.proposer.assignments import Assignment
 from aes.proposer.episode import EpisodeResult
 from aes.proposer.generate import assign, run_assignments, seed_pool, summarize
+from aes.report.clock import StageClock
 from aes.report.html import write_report
 from aes.rollout import latest_rows, read_index
 from aes.train.advantages import has_spread
@@ -60,6 +61,11 @@ class Flywheel:
         """Attempts still running when the last update started."""
         if self.cfg.flywheel.carry_unfinished:
             self.rollouts.max_policy_span = self.cfg.flywheel.carry_max_updates
+        self.clock = StageClock()
+        """Wall seconds per stage, into each round's row (``seconds/<stage>``)."""
+        pipeline = getattr(self.stack, "pipeline", None)
+        if pipeline is not None:
+            pipeline.clock = self.clock
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> None:
@@ -71,11 +77,13 @@ class Flywheel:
             round_ = self.step // self.interval
             if self.step % self.interval == 0 and not self.pool.get_meta(f"flywheel.round.{round_}.done", False):
                 self.generation(round_)
-            self.evaluate()
+            with self.clock("eval"):
+                self.evaluate()
             self.train_step(round_)
             if self.cfg.flywheel.refresh and self.updates and self.updates % self.cfg.trainer.updates_per_refresh == 0 \
                     and self.pool.get_meta("flywheel.refreshed", -1) != self.updates:
-                self.refresh()
+                with self.clock("refresh"):
+                    self.refresh()
             if self.step % self.interval == 0:
                 self.log_round(round_)
         self.evaluate()
@@ -91,9 +99,12 @@ class Flywheel:
         then the proposer reflects on its rewards (``harness.reflection``)."""
         log.info("generation %d of %d (policy version %d)", round_ + 1, self.cfg.flywheel.rounds, self.updates)
         self._version(f"u{self.updates:04d}-g{round_}")
-        assignments = self.assignments(round_)
-        results = run_assignments(self.stack, assignments, opened=True) if assignments else []
-        reflection = self.reflect(round_, results) if self.cfg.harness.reflection else {}
+        with self.clock("parent_rollouts"):
+            assignments = self.assignments(round_)
+        with self.clock("proposer"):  # episodes, with their admission and calibration inside
+            results = run_assignments(self.stack, assignments, opened=True) if assignments else []
+        with self.clock("reflection"):
+            reflection = self.reflect(round_, results) if self.cfg.harness.reflection else {}
         self.pool.set_meta(f"flywheel.round.{round_}.summary", self.generation_summary(results, reflection))
         self.pool.set_meta(f"flywheel.round.{round_}.done", True)
 
@@ -127,7 +138,8 @@ class Flywheel:
     def train_step(self, round_: int) -> dict | None:
         """One DPPO update on fresh solver groups with reward spread, plus (once, in the update
         right after their generation) the proposer's groups when the policy is shared."""
-        groups, collected = self.solver_groups()
+        with self.clock("solver_rollouts"):
+            groups, collected = self.solver_groups()
         proposer = self.pending_proposer_groups(round_)
         trained = self.pool.get_meta(f"flywheel.round.{round_}.proposer_updates", 0) + bool(proposer)
         row = {"round": round_ + 1, "update": self.updates + 1, "groups_collected": collected,
@@ -138,9 +150,10 @@ class Flywheel:
         self.step += 1
         stats = None
         if groups or proposer:
-            stats = train_step(self.solver, groups + proposer, collected, self.metrics, step=self.step, **row)
-            self.updates += 1
-            self.solver.save(self.paths.checkpoints)
+            with self.clock("update"):
+                stats = train_step(self.solver, groups + proposer, collected, self.metrics, step=self.step, **row)
+                self.updates += 1
+                self.solver.save(self.paths.checkpoints)
             if proposer:
                 self.pool.set_meta(f"flywheel.round.{round_}.proposer_trained", True)
                 self.pool.set_meta(f"flywheel.round.{round_}.proposer_updates", trained)
@@ -301,7 +314,7 @@ class Flywheel:
             "pool_size": len(self.pool.envs("admitted")),
             "solver_reward_mean": statistics.fmean(rewards) if rewards else None,
             "dppo/masked_fraction": masked[-1] if masked else None,
-            "cost_usd": spent["cost_usd"], "tokens": spent["tokens"],
+            "cost_usd": spent["cost_usd"], "tokens": spent["tokens"], **self.clock.take(),
         }, step=self.step)
         self.pool.set_meta(f"flywheel.round.{round_}.logged", True)
         self.pool.set_meta("flywheel.round", round_ + 1)

@@ -44,7 +44,11 @@ def test_smoke_run_updates_and_records(sandbox, tmp_path):
     for key in ("valid_env_rate", "admitted", "pool_size", "solver_reward_mean", "dppo/masked_fraction",
                 "cost_usd", "tokens"):
         assert key in round_row
-    assert (run_dir / "report.html").read_text().count("<img") == 6
+    report = (run_dir / "report.html").read_text()
+    for plot in ("Valid-env rate per round", "Pool size and admissions per round", "Solver reward per update"):
+        assert plot in report
+    assert report.count("<img") >= 5  # a plot without data is a sentence saying why
+    assert any(k.startswith("seconds/") for k in round_row)
     assert (run_dir / "config.yaml").exists() and any((run_dir / "checkpoints").iterdir())
     assert (run_dir / "trajectories" / "index.jsonl").exists()
 

@@ -116,3 +116,13 @@ def test_a_static_pool_is_evaluated_as_it_trains(tmp_path):
     evals = [r for r in rows if r["event"] == "eval"]
     assert [r["update"] for r in evals] == [0, 2, 4] and all(0 <= r["eval/avg@2"] <= 1 for r in evals)
     assert not [r for r in rows if r["event"] == "refresh"]
+
+
+def test_each_round_says_where_its_time_went(run):
+    _, _, _, rows, _ = run
+    rounds = [r for r in rows if r["event"] == "round"]
+    for row in rounds:
+        stages = {k.split("/", 1)[1] for k in row if k.startswith("seconds/")}
+        assert {"parent_rollouts", "proposer", "solver_rollouts", "update"} <= stages, row
+        assert all(row[f"seconds/{s}"] >= 0 for s in stages)
+    assert any("seconds/admission" in r for r in rounds)  # simulated proposals reach admission

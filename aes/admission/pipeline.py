@@ -16,6 +16,7 @@ from aes.admission.decontam import Decontaminator
 from aes.admission.review import Reviewer, ReviewResult
 from aes.admission.validate import ValidationReport, Validator
 from aes.calibration import ADMIT, CalibrationResult, Calibrator
+from aes.report.clock import NO_CLOCK
 from aes.tasks import Reason, load_task
 
 log = logging.getLogger(__name__)
@@ -69,8 +70,19 @@ class AdmissionPipeline:
         self.decontaminator = decontaminator
         self.reviewer = reviewer
         self.calibrator = calibrator
+        self.clock = NO_CLOCK
+        """The run's stage clock (``seconds/admission``, ``seconds/calibration`` of a round)."""
 
     def admit(self, task_dir: Path, env_id: str) -> AdmissionVerdict:
+        with self.clock("admission"):
+            verdict = self._checks(task_dir, env_id)
+        if not verdict.valid or self.calibrator is None:
+            return verdict
+        with self.clock("calibration"):
+            return self._calibrate(verdict, task_dir, env_id)
+
+    def _checks(self, task_dir: Path, env_id: str) -> AdmissionVerdict:
+        """Checks 1-6: ``valid`` when they all pass."""
         verdict = AdmissionVerdict()
         report = self.validator.validate(task_dir)
         verdict.validation = report
@@ -91,8 +103,11 @@ class AdmissionPipeline:
             if not verdict.review.passed:
                 return self._fail(verdict, verdict.review.reasons)
         verdict.valid = True
-        if self.calibrator is None:
-            return verdict
+        return verdict
+
+    def _calibrate(self, verdict: AdmissionVerdict, task_dir: Path, env_id: str) -> AdmissionVerdict:
+        task = load_task(task_dir, max_instruction_kb=self.validator.cfg.max_instruction_kb)
+        task.env_id = env_id
         log.info("%s: calibrating against the solver", env_id)
         [result] = self.calibrator.calibrate([task], show_progress=False)
         verdict.calibration = result
