@@ -107,10 +107,11 @@ class LeaderSolver:
             self._built = True
         return self._inner.trainer
 
-    def update(self, groups: list, collected: int) -> dict:
+    def update(self, *args: Any, **kwargs: Any) -> dict:
+        """The same ``update`` call on every rank (its groups travel to the others)."""
         self.trainer  # noqa: B018 - the other ranks build theirs first
-        self._channel.send("update", groups, collected)
-        return self._inner.update(groups, collected)
+        self._channel.send("update", args, kwargs)
+        return self._inner.update(*args, **kwargs)
 
     def save(self, directory: Path) -> None:
         self.trainer  # noqa: B018
@@ -155,7 +156,6 @@ def follow(cfg: Any, run_dir: Path, finished: Path | None = None) -> bool:
     until it says stop. ``finished`` (the session's marker) ends a rank whose rank 0 is gone."""
     from aes.models import RunBudget
     from aes.paths import RunPaths
-    from aes.train.advantages import Batch
     from aes.train.backends import build_trainable_solver
 
     channel = current()
@@ -174,11 +174,10 @@ def follow(cfg: Any, run_dir: Path, finished: Path | None = None) -> bool:
             if what == "build":
                 solver.trainer  # noqa: B018 - builds the DeepSpeed engine with the other ranks
             elif what == "update":
-                groups, collected = command[1], command[2]
-                solver.trainer.update(Batch(groups, collected=collected, target=len(groups)))
+                solver.update(*command[1], **command[2])
                 steps += 1
             elif what == "save":
-                solver.trainer.save(command[1])
+                solver.save(Path(command[1]))
             elif what == "restore":
                 solver.restore(Path(command[1]))
             else:
