@@ -171,10 +171,14 @@ def test_the_agent_shell_runs_as_the_tasks_agent_user(runner, tmp_path):
     assert result.reward == 1.0
 
 
-def test_tasks_name_their_action_sets_in_metadata(caplog):
+def test_tasks_name_their_action_sets_in_metadata(caplog, monkeypatch):
     from types import SimpleNamespace
 
-    from aes.agents.toolboxes import declared_actions
+    from aes.agents.toolboxes import ACTION_SETS, declared_actions
+
+    monkeypatch.setitem(ACTION_SETS, "browser", "aes.agents.mcp")  # any importable module
+    monkeypatch.setitem(ACTION_SETS, "desktop", "aes.agents.mcp")
+    monkeypatch.setitem(ACTION_SETS, "ghost", "aes.agents.no_such_action_set")
 
     def task(actions):
         return SimpleNamespace(name="t", spec=SimpleNamespace(metadata={"actions": actions}))
@@ -182,4 +186,5 @@ def test_tasks_name_their_action_sets_in_metadata(caplog):
     assert declared_actions(task("browser")) == ["browser"]
     assert declared_actions(task(["desktop", "browser"])) == ["desktop", "browser"]
     assert declared_actions(task(["teleport"])) == [] and "unknown action set" in caplog.text
+    assert declared_actions(task(["ghost", "browser"])) == ["browser"] and "not in this installation" in caplog.text
     assert declared_actions(SimpleNamespace(name="t", spec=SimpleNamespace(metadata={}))) == []

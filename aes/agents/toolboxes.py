@@ -16,6 +16,7 @@ task needs, and a task handed to Harbor keeps working from the shell alone.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 from typing import Any, Protocol
 
@@ -45,7 +46,12 @@ def declared_actions(task: Any) -> list[str]:
     if unknown:
         log.warning("%s: unknown action set(s) %s in [metadata] actions (known: %s); the agent has its shell only "
                     "for those", getattr(task, "name", "?"), unknown, ", ".join(ACTION_SETS))
-    return [n for n in names if n in ACTION_SETS]
+    missing = [n for n in names if n in ACTION_SETS and importlib.util.find_spec(ACTION_SETS[n]) is None]
+    if missing:
+        log.warning("%s: action set(s) %s are not in this installation of aes (no module %s); the agent has its "
+                    "shell only for those", getattr(task, "name", "?"), missing,
+                    ", ".join(ACTION_SETS[n] for n in missing))
+    return [n for n in names if n in ACTION_SETS and n not in missing]
 
 
 def attach_all(task: Any, container: Any, *, fenced: bool, call_timeout: float,
