@@ -1,0 +1,166 @@
+"""The software-engineering domain (domain=swe): config, proposer instructions, the base image
+recipe shared by the seeds, the seeds themselves (public tests fail before their patch and pass
+after it), and the domain's admission checks in Docker (seeds admitted by `aes validate`,
+broken variants rejected with the domain's reason codes)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aes.config import compose_config
+from aes.domains import instructions_dir, seeds_dir
+from aes.tasks import check_task, find_tasks, load_task
+from aes.tasks.static import dockerfile_instructions
+
+REPO = Path(__file__).resolve().parents[1]
+DOMAIN = REPO / "aes" / "domains" / "swe"
+SEEDS = DOMAIN / "seeds"
+TELEMETRY = SEEDS / "telemetry-time-windows"
+SEED_DIRS = find_tasks([SEEDS])
+
+
+def _base() -> list[tuple[str, str]]:
+    return [(word, args) for word, args, _ in dockerfile_instructions((DOMAIN / "base" / "Dockerfile").read_text())]
+
+
+# -- config and instructions -----------------------------------------------------------------------
+def test_config_composes_with_the_domain_checks_and_the_reset_check():
+    from aes.compose import domain_checks
+    from aes.domains.swe.checks import checks
+
+    cfg = compose_config(["domain=swe"])
+    assert cfg.domain.name == "swe" and cfg.domain.reset_check is True
+    assert domain_checks(cfg) is checks
+    assert seeds_dir(cfg.domain) == SEEDS
+    assert {p.name for p in instructions_dir(cfg.domain).glob("*.md")} == {"task_format.md", "what_to_build.md"}
+
+
+def test_task_format_documents_the_base_image_lines_verbatim():
+    text = (DOMAIN / "instructions" / "task_format.md").read_text()
+    for word, args in _base():
+        assert f"{word} {args}" in text
+    for code in ("swe.public_tests_pass_unpatched", "swe.public_tests_fail_patched", "swe.private_tests_pass_unpatched"):
+        assert code in text
+
+
+# -- seeds -----------------------------------------------------------------------------------------
+def test_at_least_three_seeds_that_pass_the_static_and_domain_static_checks():
+    from aes.domains.swe.checks import static_reasons
+
+    assert len(SEED_DIRS) >= 3
+    for path in SEED_DIRS:
+        task = load_task(path)
+        assert check_task(task) == [], path.name
+        assert static_reasons(task) == [], path.name
+        assert task.spec.metadata["public_test_command"].startswith("cd /app/repo && ")
+
+
+@pytest.mark.parametrize("path", SEED_DIRS, ids=lambda p: p.name)
+def test_seed_dockerfiles_start_with_the_base_recipe(path):
+    lines = [(word, args) for word, args, _ in dockerfile_instructions((path / "environment" / "Dockerfile").read_text())]
+    assert lines[:len(_base())] == _base()
+
+
+@pytest.mark.parametrize("path", SEED_DIRS, ids=lambda p: p.name)
+def test_seed_public_tests_fail_before_the_patch_and_pass_after(path, tmp_path):
+    """On the host, without Docker: the repository's own tests against fix.patch."""
+    if shutil.which("git") is None:
+        pytest.skip("no git on this machine")
+    repo = tmp_path / "repo"
+    shutil.copytree(path / "environment" / "repo", repo)
+
+    def pytest_exit() -> int:
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=repo,
+                              capture_output=True, text=True, timeout=120).returncode
+
+    assert pytest_exit() == 1
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    applied = subprocess.run(["git", "apply", "--whitespace=nowarn", str(path / "solution" / "fix.patch")], cwd=repo,
+                             capture_output=True, text=True)
+    assert applied.returncode == 0, applied.stderr
+    assert pytest_exit() == 0
+
+
+def test_static_reasons_name_a_missing_command_and_patch(tmp_path):
+    from aes.domains.swe.checks import static_reasons
+
+    task = tmp_path / "t"
+    shutil.copytree(TELEMETRY, task)
+    toml = task / "task.toml"
+    toml.write_text("\n".join(line for line in toml.read_text().splitlines() if "public_test_command" not in line))
+    (task / "solution" / "fix.patch").unlink()
+    assert [r.code for r in static_reasons(load_task(task))] == ["swe.no_public_test_command", "swe.no_patch"]
+    (task / "solution" / "fix.patch").write_text((TELEMETRY / "solution" / "fix.patch").read_text())
+    (task / "solution" / "solve.sh").write_text("#!/bin/bash\nsed -i 's/int(ts \\/ width)/ts \\/\\/ width/' x.py\n")
+    assert "swe.solution_not_a_patch" in [r.code for r in static_reasons(load_task(task))]
+
+
+# -- in Docker -------------------------------------------------------------------------------------
+def _variant(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    shutil.copytree(TELEMETRY, path)
+    return path
+
+
+def _drop_public_regression_test(path: Path) -> None:
+    tests = path / "environment" / "repo" / "tests" / "test_windows.py"
+    text = tests.read_text()
+    tests.write_text(text[:text.index("def test_timestamp_just_before_the_epoch")])
+
+
+@pytest.mark.docker
+def test_domain_checks_reject_broken_variants_with_their_codes(sandbox, cfg, tmp_path):
+    from aes.domains.swe.checks import checks
+    from aes.sandbox import TrialRunner
+
+    runner = TrialRunner(cfg.sandbox, sandbox)
+    # the public suite has no failing regression test
+    passes = _variant(tmp_path, "public-passes")
+    _drop_public_regression_test(passes)
+    # a public test the patch does not fix (and the private tests do not run the public suite)
+    unfixed = _variant(tmp_path, "public-unfixed")
+    with open(unfixed / "environment" / "repo" / "tests" / "test_windows.py", "a") as f:
+        f.write("\n\ndef test_week_alignment():\n    assert window_start(0, 7) == 4\n")
+    private = unfixed / "tests" / "test_outputs.py"
+    text = private.read_text()
+    private.write_text(text[:text.index("def test_public_test_suite_passes")])
+    # private tests that the buggy repository already passes
+    lenient = _variant(tmp_path, "private-lenient")
+    (lenient / "tests" / "test_outputs.py").write_text("def test_positive_windows():\n    assert True\n")
+    codes = {}
+    for path in (passes, unfixed, lenient):
+        build = runner.sandbox.build(load_task(path))
+        assert build.image, build.reason
+        codes[path.name] = [r.code for r in checks(path, runner, build.image)]
+    assert codes == {"public-passes": ["swe.public_tests_pass_unpatched"],
+                     "public-unfixed": ["swe.public_tests_fail_patched"],
+                     "private-lenient": ["swe.private_tests_pass_unpatched"]}
+
+
+@pytest.mark.docker
+def test_validator_rejects_a_variant_with_the_domain_reason(sandbox, tmp_path):
+    from aes.admission import Validator
+    from aes.compose import domain_checks
+
+    cfg = compose_config(["domain=swe"])
+    passes = _variant(tmp_path, "public-passes")
+    _drop_public_regression_test(passes)
+    report = Validator(cfg.sandbox, reset_check=cfg.domain.reset_check, domain_checks=domain_checks(cfg)).validate(passes)
+    assert not report.valid and [r.code for r in report.reasons] == ["swe.public_tests_pass_unpatched"]
+    assert report.oracle_reward == 1.0 and report.nop_reward < 0.5
+
+
+@pytest.mark.docker
+def test_seeds_pass_aes_validate_with_the_domain_checks(sandbox):
+    from typer.testing import CliRunner
+
+    from aes.cli import app
+
+    result = CliRunner().invoke(app, ["validate", str(SEEDS), "--set", "domain=swe", "--quiet"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert f"{len(SEED_DIRS)}/{len(SEED_DIRS)} valid" in result.output
