@@ -29,7 +29,6 @@ not those of the distribution the token was sampled from.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import importlib.util
 import json
 import math
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from aes.config import ModelConfig
+from aes.models.gate import WeightGate
 from aes.models.base import (
     BaseChatModel,
     ChatResult,
@@ -288,44 +288,6 @@ def _close_all() -> None:
 
 # ---------------------------------------------------------------------------- the backend
 
-class SwapGate:
-    """Model calls share the engine; swapping the engine (new weights) waits for the calls in
-    flight and holds new ones until it is done, so no call mixes two versions of the weights."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._calls = 0
-        self._swapping = False
-
-    @contextlib.contextmanager
-    def call(self):
-        with self._cond:
-            while self._swapping:
-                self._cond.wait()
-            self._calls += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._calls -= 1
-                self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def swap(self):
-        with self._cond:
-            while self._swapping:
-                self._cond.wait()
-            self._swapping = True
-            while self._calls:
-                self._cond.wait()
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._swapping = False
-                self._cond.notify_all()
-
-
 class LocalChat(BaseChatModel):
     """SmolLM2-135M-Instruct in process via llama.cpp, with exact token ids and log-probs."""
 
@@ -342,7 +304,7 @@ class LocalChat(BaseChatModel):
         self._rng = random.Random(cfg.seed) if cfg.seed is not None else random.SystemRandom()
         self._rng_lock = threading.Lock()
         self._closed = False
-        self.gate = SwapGate()
+        self.gate = WeightGate()
 
     def render(self, messages: list[dict[str, Any]]) -> str:
         """The prompt string the engine is given for ``messages``."""

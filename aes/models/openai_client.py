@@ -30,7 +30,6 @@ between calls: calls in flight finish first, new ones wait until the servers are
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -45,6 +44,7 @@ from typing import Any
 import openai
 
 from aes.config import ModelConfig
+from aes.models.gate import WeightGate
 from aes.models.base import (
     HEALTH_TIMEOUT_SEC,
     BaseChatModel,
@@ -85,44 +85,6 @@ _PROB_REDRAWS = 3
 """Extra draws of a llama.cpp completion for which the server left token probabilities out."""
 _AFFINITY_KEYS = 4096
 """Episodes whose server is remembered (several base_urls)."""
-
-
-class ReloadGate:
-    """Model calls pass while no reload runs; a reload waits for the calls in flight and holds new
-    ones until it is done, so no call meets a server that is restarting."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._calls = 0
-        self._reloading = False
-
-    @contextlib.contextmanager
-    def call(self):
-        with self._cond:
-            while self._reloading:
-                self._cond.wait()
-            self._calls += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._calls -= 1
-                self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def reload(self):
-        with self._cond:
-            while self._reloading:
-                self._cond.wait()
-            self._reloading = True
-            while self._calls:
-                self._cond.wait()
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._reloading = False
-                self._cond.notify_all()
 
 
 def _affinity_key(messages: list[dict[str, Any]], reply: str | None = None) -> str | None:
@@ -212,7 +174,7 @@ class OpenAIChat(BaseChatModel):
         self.compatible = cfg.backend == "openai_compatible"
         self.engine = cfg.engine if self.compatible else "openai"
         """vllm, llamacpp or auto (vLLM's request until the health check has seen the server)."""
-        self.gate = ReloadGate()
+        self.gate = WeightGate()
         self._lock = threading.Lock()
         self._llama: dict[int, dict[str, Any]] = {}
         self._rng = random.Random(cfg.seed) if cfg.seed is not None else random.SystemRandom()

@@ -245,7 +245,7 @@ def restart_llamacpp_servers(chat: Any) -> Callable[[Path], None]:
             raise ConfigError("trainer.weight_sync=llamacpp_server restarts the llama.cpp servers this job started "
                               "(cluster.servers > 0, cluster.backend=llamacpp); none run in this process")
         gate = getattr(chat, "gate", None)
-        with gate.reload() if gate is not None else nullcontext():
+        with gate.swap() if gate is not None else nullcontext():
             group.reload(path)
             if hasattr(chat, "weights_updated"):
                 chat.weights_updated()
