@@ -185,3 +185,43 @@ def test_the_images_own_tools_in_bin_dirs_are_not_carried(tmp_path):
     with tarfile.open(fileobj=carry.archive) as tar:
         names = tar.getnames()
     assert "opt/venv/bin/mytool" in names and "opt/venv/bin/python" not in names
+
+
+class _FreezerAPI:
+    """The engine's answers to POST /containers/ID/pause and /kill as dockerd 20.10 gives them when
+    runc's freezer gives up ("unable to freeze")."""
+
+    def __init__(self, failures: int):
+        self.failures, self.calls = failures, []
+
+    def pause(self, cid):
+        import docker
+
+        self.calls.append("pause")
+        if self.failures:
+            self.failures -= 1
+            raise docker.errors.APIError(f"500 Server Error: Cannot pause container {cid}: OCI runtime pause "
+                                         f"failed: unable to freeze: unknown")
+
+    def kill(self, cid):
+        self.calls.append("kill")
+
+
+@pytest.mark.parametrize("failures, frozen, calls", [
+    (0, True, ["pause"]),
+    (2, True, ["pause"] * 3),
+    (9, False, ["pause"] * 3 + ["kill"]),
+])
+def test_a_container_the_freezer_cannot_stop_is_frozen_on_a_retry_or_killed(failures, frozen, calls, monkeypatch):
+    """The agent's turn must end either way: a failed freeze is not an infrastructure loss (which
+    would drop the attempt unscored: a way to dodge a 0), and a killed container is read through
+    the API (host_layer is only used on a frozen one)."""
+    from types import SimpleNamespace
+
+    from aes.sandbox import container as container_module
+
+    monkeypatch.setattr(container_module.time, "sleep", lambda s: None)
+    api = _FreezerAPI(failures)
+    box = container_module.Container(SimpleNamespace(api=api), SimpleNamespace(id="c" * 64), 1024)
+    assert box.pause(retries=2) is frozen
+    assert api.calls == calls

@@ -311,14 +311,34 @@ class Container:
             return "removed", None, False
         return state["Status"], state.get("ExitCode"), bool(state.get("OOMKilled"))
 
-    def pause(self) -> None:
-        """Freeze every process of the container (cgroup freezer): none runs again; files stay
-        readable. A container that is not running is left as it is."""
+    def pause(self, retries: int = 4) -> bool:
+        """Stop every process of the container for good; its files stay readable. Freezes it
+        (cgroup freezer) and says True; the freezer can fail while processes sit in the kernel
+        ("unable to freeze": heavy I/O, many forks), so it is tried again, and if it still fails the
+        container is killed instead: False (its writable layer is then read through the engine's
+        API, not the unmounted merged view). A container that is not running: False."""
+        for attempt in range(retries + 1):
+            try:
+                self.api.pause(self.id)
+                return True
+            except docker.errors.APIError as exc:
+                text = str(exc)
+                if "already paused" in text:
+                    return True
+                if "is not running" in text:
+                    return False
+                if "unable to freeze" not in text:
+                    raise
+                if attempt < retries:
+                    time.sleep(0.25 * 2 ** attempt)
+        log.warning("container %s could not be frozen after %d tries; killing it to end the agent's turn",
+                    self.id[:12], retries + 1)
         try:
-            self.api.pause(self.id)
+            self.api.kill(self.id)
         except docker.errors.APIError as exc:
-            if "is not running" not in str(exc) and "already paused" not in str(exc):
+            if "is not running" not in str(exc):
                 raise
+        return False
 
     def logs(self, limit: int = 4096) -> str:
         try:

@@ -155,8 +155,8 @@ class SealedVerifier:
         policy = SealPolicy(facts.env, shadow=self._modules(image, pristine),
                             workdir=task.spec.workdir or facts.workdir)
         limit = limits.storage_mb(self.cfg, task) << 20
-        agent.pause()
-        layer = host_layer(agent)
+        frozen = agent.pause()
+        layer = host_layer(agent) if frozen else None  # a stopped container's merged view is unmounted
 
         def existed(path: str) -> bool:
             return pristine.stat(path) is not None
