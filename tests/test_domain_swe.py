@@ -1,7 +1,8 @@
 """The software-engineering domain (domain=swe): config, proposer instructions, the base image
 recipe shared by the seeds, the seeds themselves (public tests fail before their patch and pass
-after it), and the domain's admission checks in Docker (seeds admitted by `aes validate`,
-broken variants rejected with the domain's reason codes)."""
+after it, test.sh gives no credit before the public tests pass), and the domain's admission checks
+in Docker (seeds admitted by `aes validate` with oracle 1.0 and nop exactly 0, broken variants
+rejected with the domain's reason codes)."""
 
 from __future__ import annotations
 
@@ -29,12 +30,12 @@ def _base() -> list[tuple[str, str]]:
 
 
 # -- config and instructions -----------------------------------------------------------------------
-def test_config_composes_with_the_domain_checks_and_the_reset_check():
+def test_config_composes_with_the_domain_checks_the_reset_check_and_nop_zero():
     from aes.compose import domain_checks
     from aes.domains.swe.checks import checks
 
     cfg = compose_config(["domain=swe"])
-    assert cfg.domain.name == "swe" and cfg.domain.reset_check is True
+    assert cfg.domain.name == "swe" and cfg.domain.reset_check is True and cfg.domain.nop_zero is True
     assert domain_checks(cfg) is checks
     assert seeds_dir(cfg.domain) == SEEDS
     assert {p.name for p in instructions_dir(cfg.domain).glob("*.md")} == {"task_format.md", "what_to_build.md"}
@@ -44,20 +45,36 @@ def test_task_format_documents_the_base_image_lines_verbatim():
     text = (DOMAIN / "instructions" / "task_format.md").read_text()
     for word, args in _base():
         assert f"{word} {args}" in text
-    for code in ("swe.public_tests_pass_unpatched", "swe.public_tests_fail_patched", "swe.private_tests_pass_unpatched"):
+    for code in ("swe.public_tests_pass_unpatched", "swe.public_tests_fail_patched", "swe.private_tests_pass_unpatched",
+                 "nop.reward_not_zero"):
         assert code in text
 
 
+def test_task_format_shows_the_gated_test_sh_the_seeds_use():
+    """The proposer copies the seeds' test.sh: the gate on the public tests, then the fraction of private tests."""
+    text = (DOMAIN / "instructions" / "task_format.md").read_text()
+    shown = text[text.index("```bash\n#!/bin/bash\nmkdir -p /logs/verifier"):]
+    shown = shown[len("```bash\n"):shown.index("```", 3)]
+    for path in SEED_DIRS:
+        script = (path / "tests" / "test.sh").read_text()
+        body = [line for line in script.splitlines() if not line.startswith("#") and "print(" not in line]
+        assert body == [line for line in shown.splitlines() if not line.startswith("#")], path.name
+
+
 # -- seeds -----------------------------------------------------------------------------------------
-def test_at_least_three_seeds_that_pass_the_static_and_domain_static_checks():
+def test_at_least_four_seeds_that_pass_the_static_and_domain_static_checks():
     from aes.domains.swe.checks import static_reasons
 
-    assert len(SEED_DIRS) >= 3
+    assert len(SEED_DIRS) >= 4
     for path in SEED_DIRS:
         task = load_task(path)
         assert check_task(task) == [], path.name
         assert static_reasons(task) == [], path.name
-        assert task.spec.metadata["public_test_command"].startswith("cd /app/repo && ")
+        command = task.spec.metadata["public_test_command"]
+        assert command.startswith("cd /app/repo && ")
+        # test.sh's gate runs the same public tests (no credit before they pass: nop scores 0)
+        gate = command.removeprefix("cd /app/repo && ")
+        assert f"if ! (cd /app/repo && {gate}) >" in (path / "tests" / "test.sh").read_text(), path.name
 
 
 @pytest.mark.parametrize("path", SEED_DIRS, ids=lambda p: p.name)
@@ -114,6 +131,7 @@ def _drop_public_regression_test(path: Path) -> None:
 
 
 @pytest.mark.docker
+@pytest.mark.slow
 def test_domain_checks_reject_broken_variants_with_their_codes(sandbox, cfg, tmp_path):
     from aes.domains.swe.checks import checks
     from aes.sandbox import TrialRunner
@@ -122,14 +140,11 @@ def test_domain_checks_reject_broken_variants_with_their_codes(sandbox, cfg, tmp
     # the public suite has no failing regression test
     passes = _variant(tmp_path, "public-passes")
     _drop_public_regression_test(passes)
-    # a public test the patch does not fix (and the private tests do not run the public suite)
+    # a public test the patch does not fix
     unfixed = _variant(tmp_path, "public-unfixed")
     with open(unfixed / "environment" / "repo" / "tests" / "test_windows.py", "a") as f:
         f.write("\n\ndef test_week_alignment():\n    assert window_start(0, 7) == 4\n")
-    private = unfixed / "tests" / "test_outputs.py"
-    text = private.read_text()
-    private.write_text(text[:text.index("def test_public_test_suite_passes")])
-    # private tests that the buggy repository already passes
+    # private tests that the buggy repository already passes (test.sh's gate alone would hide that)
     lenient = _variant(tmp_path, "private-lenient")
     (lenient / "tests" / "test_outputs.py").write_text("def test_positive_windows():\n    assert True\n")
     codes = {}
@@ -143,19 +158,33 @@ def test_domain_checks_reject_broken_variants_with_their_codes(sandbox, cfg, tmp
 
 
 @pytest.mark.docker
-def test_validator_rejects_a_variant_with_the_domain_reason(sandbox, tmp_path):
+@pytest.mark.slow
+def test_validator_rejects_variants_with_the_domain_reason_and_an_ungated_reward(sandbox, tmp_path):
     from aes.admission import Validator
     from aes.compose import domain_checks
 
     cfg = compose_config(["domain=swe"])
+    validator = Validator(cfg.sandbox, reset_check=cfg.domain.reset_check, domain_checks=domain_checks(cfg),
+                          nop_zero=cfg.domain.nop_zero)
+    # no failing public test: the gate lets the untouched repository through, so doing nothing earns
+    # the share of private tests that already pass; admission stops there
     passes = _variant(tmp_path, "public-passes")
     _drop_public_regression_test(passes)
-    report = Validator(cfg.sandbox, reset_check=cfg.domain.reset_check, domain_checks=domain_checks(cfg)).validate(passes)
-    assert not report.valid and [r.code for r in report.reasons] == ["swe.public_tests_pass_unpatched"]
-    assert report.oracle_reward == 1.0 and report.nop_reward < 0.5
+    report = validator.validate(passes)
+    assert not report.valid and [r.code for r in report.reasons] == ["nop.reward_not_zero"]
+    assert report.oracle_reward == 1.0 and 0.0 < report.nop_reward < 0.5
+    # test.sh without its gate: the same, for the private tests that pass on the buggy repository
+    ungated = _variant(tmp_path, "ungated")
+    script = ungated / "tests" / "test.sh"
+    text = script.read_text()
+    script.write_text("#!/bin/bash\n" + text[text.index("cd /tests"):])
+    report = validator.validate(ungated)
+    assert not report.valid and [r.code for r in report.reasons] == ["nop.reward_not_zero"]
+    assert report.oracle_reward == 1.0 and report.nop_reward > 0.0
 
 
 @pytest.mark.docker
+@pytest.mark.slow
 def test_seeds_pass_aes_validate_with_the_domain_checks(sandbox):
     from typer.testing import CliRunner
 
@@ -164,3 +193,4 @@ def test_seeds_pass_aes_validate_with_the_domain_checks(sandbox):
     result = CliRunner().invoke(app, ["validate", str(SEEDS), "--set", "domain=swe", "--quiet"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert f"{len(SEED_DIRS)}/{len(SEED_DIRS)} valid" in result.output
+    assert "no-op = 0" in result.output  # nop_zero: doing nothing scored exactly 0 on every seed
