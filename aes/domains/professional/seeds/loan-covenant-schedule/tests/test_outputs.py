@@ -109,9 +109,10 @@ def test_schedule_values(values):
 def test_covenants_debt_service_dscr_and_leverage(values):
     assert all(close(g, w) for g, w in zip(covenant_column(values, "B"), EBITDA))
     assert all(close(g, DEBT_SERVICE) for g in covenant_column(values, "C")), covenant_column(values, "C")
-    assert all(close(g, w, RATIO_TOL) for g, w in zip(covenant_column(values, "D"), DSCR)), covenant_column(values, "D")
-    assert all(close(g, w) for g, w in zip(covenant_column(values, "E"), YEAR_END)), covenant_column(values, "E")
-    assert all(close(g, w, RATIO_TOL) for g, w in zip(covenant_column(values, "F"), LEVERAGE)), covenant_column(values, "F")
+    dscr, balance, leverage = (covenant_column(values, c) for c in "DEF")
+    assert all(close(g, w, RATIO_TOL) for g, w in zip(dscr, DSCR)), dscr
+    assert all(close(g, w) for g, w in zip(balance, YEAR_END)), balance
+    assert all(close(g, w, RATIO_TOL) for g, w in zip(leverage, LEVERAGE)), leverage
 
 
 def test_covenants_flags_and_summary(values):
@@ -136,13 +137,15 @@ def test_model_results_are_formulas():
 
 def test_model_recalculates_when_the_forecast_changes():
     better = recalc(BOOK, {("Inputs", "B10"): 340000.0})
-    assert close(better.get(("COVENANTS", "D2")), 1.294631, RATIO_TOL) and close(better.get(("COVENANTS", "F2")), 2.677650, RATIO_TOL)
+    assert close(better.get(("COVENANTS", "D2")), 1.294631, RATIO_TOL)
+    assert close(better.get(("COVENANTS", "F2")), 2.677650, RATIO_TOL)
     assert covenant_column(better, "I") == ["OK"] * 5 and better.get(("COVENANTS", "B10")) == 0
 
 
 def test_model_recalculates_when_the_principal_changes():
     bigger = recalc(BOOK, {("Inputs", "B2"): 1280000.0})
-    assert close(bigger.get(("COVENANTS", "B8")), 25466.489369) and close(bigger.get(("COVENANTS", "B9")), 247989.362130)
+    assert close(bigger.get(("COVENANTS", "B8")), 25466.489369)
+    assert close(bigger.get(("COVENANTS", "B9")), 247989.362130)
     assert close(bigger.get(("COVENANTS", "F2")), 3.331371, RATIO_TOL) and bigger.get(("COVENANTS", "H2")) is False
     assert covenant_column(bigger, "I") == ["BREACH", "BREACH", "OK", "BREACH", "OK"]
     assert bigger.get(("COVENANTS", "B10")) == 3
