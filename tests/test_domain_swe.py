@@ -72,9 +72,14 @@ def test_at_least_four_seeds_that_pass_the_static_and_domain_static_checks():
         assert static_reasons(task) == [], path.name
         command = task.spec.metadata["public_test_command"]
         assert command.startswith("cd /app/repo && ")
-        # test.sh's gate runs the same public tests (no credit before they pass: nop scores 0)
-        gate = command.removeprefix("cd /app/repo && ")
-        assert f"if ! (cd /app/repo && {gate}) >" in (path / "tests" / "test.sh").read_text(), path.name
+        # test.sh's gate runs the public tests as committed (no credit before they pass: nop scores 0),
+        # from its own copy: an agent that edits or deletes them in the repository does not open it
+        assert "if ! (cd /tests/public && PYTHONPATH=/app/repo " in (path / "tests" / "test.sh").read_text()
+        committed = path / "environment" / "repo" / "tests"
+        files = sorted(p.relative_to(committed) for p in committed.rglob("*") if p.is_file())
+        assert files and files == sorted(p.relative_to(path / "tests" / "public")
+                                         for p in (path / "tests" / "public").rglob("*") if p.is_file()), path.name
+        assert all((committed / f).read_bytes() == (path / "tests" / "public" / f).read_bytes() for f in files)
 
 
 @pytest.mark.parametrize("path", SEED_DIRS, ids=lambda p: p.name)
@@ -125,9 +130,35 @@ def _variant(tmp_path: Path, name: str) -> Path:
 
 
 def _drop_public_regression_test(path: Path) -> None:
-    tests = path / "environment" / "repo" / "tests" / "test_windows.py"
-    text = tests.read_text()
-    tests.write_text(text[:text.index("def test_timestamp_just_before_the_epoch")])
+    """The task's author drops it: from the repository and from test.sh's copy of the public tests."""
+    for tests in (path / "environment" / "repo" / "tests" / "test_windows.py", path / "tests" / "public" / "test_windows.py"):
+        text = tests.read_text()
+        tests.write_text(text[:text.index("def test_timestamp_just_before_the_epoch")])
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_an_agent_that_edits_the_public_tests_instead_of_the_code_earns_zero(sandbox, cfg, tmp_path):
+    """The gate runs the public tests as committed: deleting the failing regression test (or making
+    every test in the repository pass some other way) does not open it. Each attack is the variant's
+    solve.sh, run as the agent would run it."""
+    from aes.sandbox import OracleAgent, TrialRunner
+
+    runner = TrialRunner(cfg.sandbox, sandbox)
+    attacks = {
+        "delete-regression-test": "python3 - <<'PY'\nimport re\np = '/app/repo/tests/test_windows.py'\n"
+                                  "s = open(p).read()\nopen(p, 'w').write(s[:s.index('def test_timestamp_just_before_the_epoch')])\nPY\n",
+        "conftest-passes-all": "cat > /app/repo/tests/conftest.py <<'PY'\nimport pytest\n\n"
+                               "@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+                               "    outcome = yield\n    report = outcome.get_result()\n    report.outcome = 'passed'\nPY\n"
+                               "cp /app/repo/tests/conftest.py /app/repo/conftest.py\n",
+    }
+    for name, script in attacks.items():
+        variant = _variant(tmp_path, name)
+        (variant / "solution" / "solve.sh").write_text("#!/bin/bash\nset -e\n" + script)
+        task = load_task(variant)
+        result = runner.run(task, OracleAgent())
+        assert result.reward == 0.0, (name, result)
 
 
 @pytest.mark.docker
@@ -177,7 +208,7 @@ def test_validator_rejects_variants_with_the_domain_reason_and_an_ungated_reward
     ungated = _variant(tmp_path, "ungated")
     script = ungated / "tests" / "test.sh"
     text = script.read_text()
-    script.write_text("#!/bin/bash\n" + text[text.index("cd /tests"):])
+    script.write_text("#!/bin/bash\nmkdir -p /logs/verifier\n" + text[text.index("\ncd /tests\n") + 1:])
     report = validator.validate(ungated)
     assert not report.valid and [r.code for r in report.reasons] == ["nop.reward_not_zero"]
     assert report.oracle_reward == 1.0 and report.nop_reward > 0.0

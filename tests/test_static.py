@@ -115,6 +115,14 @@ def test_copy_of_test_code_is_a_leak(tmp_path, name):
     assert "verifier's code" in reason.message
 
 
+def test_public_tests_the_verifier_keeps_a_copy_of_are_not_a_leak(tmp_path):
+    code = "from pkg import f\n\ndef test_f():\n    assert f() == 1\n"
+    path = make_task(tmp_path, files={"environment/repo/tests/test_f.py": code, "tests/public/test_f.py": code})
+    assert codes(path) == []
+    path = make_task(tmp_path / "private", files={"environment/repo/tests/test_f.py": code, "tests/test_f.py": code})
+    assert codes(path) == ["static.secret_in_image"]
+
+
 def test_script_without_a_suffix_is_test_code_by_its_shebang(tmp_path):
     script = "#!/usr/bin/env python3\nprint('checking')\n"
     path = make_task(tmp_path, files={"environment/check": script, "tests/check": script})

@@ -263,11 +263,17 @@ def _check_files(task: Task, max_context_mb: int, max_tests_mb: int, max_entries
     return tree + sizes + leaks
 
 
+PUBLIC_TESTS = "public"
+"""tests/public/: the verifier's copy of tests the agent is shown (their copy in environment/ is no leak)."""
+
+
 def _leaks(task: Task, env_files: list[tuple[str, int]], secret_files: list[tuple[str, int]]) -> list[Reason]:
     """environment/ files byte-identical to a file of solution/, to test code, or to expected results.
 
     A tests/ data file reused as an input (tests/input.csv == environment/input.csv) is not a
-    leak: the agent sees that input anyway.
+    leak: the agent sees that input anyway; nor is the verifier's copy of tests the agent is meant
+    to see (``tests/public/``, e.g. a repository's own regression tests that test.sh runs as
+    committed, whatever the agent did to the repository's copy).
     """
     by_size: dict[int, list[str]] = {}
     for rel, size in secret_files:
@@ -302,6 +308,8 @@ def _why_secret(task: Task, rel: str) -> str | None:
                 "nothing of solution/ may be in environment/")
     parts = inner.split("/")
     name = parts[-1]
+    if len(parts) > 1 and parts[0] == PUBLIC_TESTS:
+        return None
     if any(_EXPECTED_NAME.search(part) for part in parts):
         return ("its name marks expected results, which in the image hand the agent the answer; "
                 "inputs the tests reuse may be copied, expected outputs may not")

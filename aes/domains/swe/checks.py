@@ -10,8 +10,9 @@ A task is a repository with an issue: its public regression tests (in the reposi
 * ``swe.public_tests_pass_unpatched``: the public test command exits 0 on the repository as
   built (the issue's regression test must fail before the fix);
 * ``swe.public_tests_fail_patched``: after solve.sh (the patch) it does not exit 0;
-* ``swe.private_tests_pass_unpatched``: every private test (``tests/test_*.py``, run by pytest
-  without test.sh's gate) passes on the repository as built, or the verifier gives it reward 1;
+* ``swe.private_tests_pass_unpatched``: every private test (``tests/test_*.py``, not the copy of
+  the public tests in ``tests/public/``; run by pytest without test.sh's gate) passes on the
+  repository as built, or the verifier gives it reward 1;
 * ``swe.check_failed``: a check trial broke before it could tell (infrastructure, a dead
   container); the message says how.
 
@@ -72,7 +73,7 @@ class PublicTests:
         info["tests_timed_out"] = tests.timed_out
         if not self.patched:
             container.upload_dir(task.tests_dir, PRIVATE_COPY)
-            script = f"cd {PRIVATE_COPY} && python3 -m pytest -q -p no:cacheprovider; code=$?; rm -rf {PRIVATE_COPY}; exit $code"
+            script = f"cd {PRIVATE_COPY} && python3 -m pytest -q -p no:cacheprovider --ignore=public; code=$?; rm -rf {PRIVATE_COPY}; exit $code"
             private = container.exec(["bash", "-c", script], budget, user=task.spec.verifier_user)
             info["private_exit"], info["private_output"] = private.exit_code, _tail(private.output)
         return AgentRun(exit_code=0, output=tests.output, info=info)

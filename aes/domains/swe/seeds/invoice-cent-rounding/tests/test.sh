@@ -1,9 +1,11 @@
 #!/bin/bash
-# The reward. Gate: the repository's public tests must pass (they fail on the repository as
-# built, so doing nothing earns exactly 0); then the fraction of the private tests that pass,
+# The reward. Gate: the repository's public tests, as committed (the copy in tests/public, run
+# against the agent's package: editing or deleting them in the repository does not open the
+# gate), must pass (they fail on the repository as built, so doing nothing earns exactly 0);
+# then the fraction of the private tests that pass,
 # written to /logs/verifier/reward.txt.
 mkdir -p /logs/verifier
-if ! (cd /app/repo && python3 -m pytest -q -p no:cacheprovider tests) > /logs/verifier/public_tests.txt 2>&1; then
+if ! (cd /tests/public && PYTHONPATH=/app/repo python3 -m pytest -q -p no:cacheprovider .) > /logs/verifier/public_tests.txt 2>&1; then
   tail -n 30 /logs/verifier/public_tests.txt
   echo "the repository's public tests fail: reward 0"
   echo 0 > /logs/verifier/reward.txt
