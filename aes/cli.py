@@ -181,7 +181,8 @@ def reap(set_: list[str] = typer.Option([], "--set", help=SET_HELP)) -> None:
 
 @app.command()
 def report(sweep: Path = typer.Argument(..., help="A multirun dir of mode=generate jobs (or one run dir).")) -> None:
-    """Assemble the sweep's Table 2 (markdown, CSV and an HTML figure) into the sweep dir."""
+    """Assemble the sweep's Table 2 (markdown, CSV and an HTML figure) and Table 8 (per domain and
+    proposer: acceptance rate, mean rounds of accepted tasks) into the sweep dir."""
     from aes.report.table2 import report as table2
 
     if not sweep.is_dir():
@@ -189,6 +190,7 @@ def report(sweep: Path = typer.Argument(..., help="A multirun dir of mode=genera
         raise typer.Exit(2)
     out = table2(sweep)
     typer.echo(out["markdown"].read_text())
+    typer.echo("Table 8 (per domain and proposer)\n" + out["table8"].read_text())
     typer.echo("written: " + ", ".join(str(p) for p in out.values()))
 
 

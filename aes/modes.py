@@ -148,6 +148,11 @@ def generate(cfg: AesConfig, run_dir: Path) -> bool:
                   ", ".join(f"{k}: {v}" for k, v in sorted(summary["failures_by_stage"].items())) or "-",
                   f"{summary['mean_revisions']:.2f}", summary["tokens_per_valid_env"] or "n/a (no valid env)",
                   summary["cost_per_valid_env"] or "n/a (no valid env)"]])
+    rounds = summary["accepted_rounds"]
+    print_table(f"Table 8 columns (domain={cfg.domain.name}, proposer={cfg.proposer.name})",
+                ["episodes", "accepted (checks 1-6)", "mean rounds of accepted (first draft = 1)"],
+                [[summary["episodes"], ci_text(summary["admitted_ci"]),
+                  "n/a (none accepted)" if rounds is None else f"{rounds:.2f}"]])
     if not summary["valid"]:
         log.info("no valid env: %s", _why_none(results))
     return True

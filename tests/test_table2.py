@@ -38,3 +38,22 @@ def test_a_generate_sweep_assembles_its_table(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "aes.cli", "report", str(tmp_path / "nope")],
                              capture_output=True, text=True, cwd=REPO)
     assert missing.returncode == 2
+
+
+def test_table8_counts_acceptance_and_rounds_per_domain_and_proposer(tmp_path):
+    """Accepted = checks 1-6 on the env finally submitted; rounds = revisions + 1, accepted only."""
+    from aes.report.table2 import table8
+
+    def job(name, domain, proposer, episodes):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "generate.json").write_text(json.dumps({
+            "domain": domain, "proposer": proposer,
+            "episodes": [{"checks_1_6": ok, "revisions": revisions} for ok, revisions in episodes]}))
+
+    job("0", "swe", "claude", [(True, 1), (True, 2), (False, 2)])
+    job("1", "swe", "claude", [(True, 0), (False, 0)])  # a second job of the same arm is pooled
+    job("2", "professional", "gpt", [(False, 2), (False, 2)])
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in table8(tmp_path).splitlines()[2:]}
+    assert rows["swe"].startswith("| swe | claude | 5 | 60.0% [") and rows["swe"].endswith("| 2.00 |")
+    assert rows["professional"].startswith("| professional | gpt | 2 | 0.0% [") and rows["professional"].endswith("| n/a |")
+    assert "no mode=generate job ran" in table8(tmp_path / "0" / "nothing")

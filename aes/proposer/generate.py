@@ -132,9 +132,11 @@ def summarize(results: list[EpisodeResult]) -> dict:
     valid = admission checks 1-4 (it builds, its reference scores 1, doing nothing < 0.5), admitted =
     checks 1-6 (also decontamination and review), calibrated = also in the calibration band (it
     joined the pool); rates with 95% Wilson intervals; tokens and USD of every proposer-side model
-    call (review included) per valid env; Fig. 5's statistics of the valid envs."""
+    call (review included) per valid env; Fig. 5's statistics of the valid envs; Table 8's mean
+    generation rounds of the accepted (checks 1-6) episodes (the first draft is round 1)."""
     n = len(results)
     valid = [r for r in results if r.checks_1_4]
+    accepted = [r for r in results if r.checks_1_6]
     tokens, cost = sum(r.tokens for r in results), sum(r.cost_usd for r in results)
     stats = {key: [r.stats[key] for r in valid if r.stats.get(key) is not None]
              for key in ("data_files", "solver_turns", "solver_success")}
@@ -149,6 +151,7 @@ def summarize(results: list[EpisodeResult]) -> dict:
         "calibrated_ci": rate(sum(r.calibrated for r in results), n),
         "failures_by_stage": dict(Counter(s for r in results for s in r.failed_stages)),
         "mean_revisions": sum(r.revisions for r in results) / n if n else 0.0,
+        "accepted_rounds": (statistics.fmean(r.revisions + 1 for r in accepted) if accepted else None),
         "tokens": tokens,
         "cost_usd": cost,
         "review_cost_usd": sum(r.review_cost_usd for r in results),
