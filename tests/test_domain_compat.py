@@ -1,6 +1,7 @@
 """Harbor's own runner gives every seed of App. C's domains 1.0 for the reference and exactly 0 for doing nothing.
 
-The seeds of ``tool_calling``, ``swe`` and ``professional`` (aes/domains/<name>/seeds) are plain
+The seeds of App. C's domains (every ``conf/domain/<name>.yaml`` with ``nop_zero: true``: ``tool_calling``,
+``swe``, ``professional``, ...; aes/domains/<name>/seeds) are plain
 Harbor tasks: a tool-calling task declares its service's MCP server (``[[environment.mcp_servers]]``,
 Harbor's own format), a software-engineering task carries a repository and a reference patch, a
 professional task read-only inputs and deliverables. This module checks, with Harbor itself
@@ -32,7 +33,11 @@ from tests.test_harbor_compat import HarborJob, harbor_env
 pytestmark = [pytest.mark.compat, pytest.mark.docker]
 
 REPO = Path(__file__).resolve().parents[1]
-DOMAINS = ("tool_calling", "swe", "professional")
+DOMAINS = tuple(sorted(p.stem for p in (REPO / "conf" / "domain").glob("*.yaml") if "\nnop_zero: true" in p.read_text()))
+"""App. C's domains: those whose config demands that doing nothing earns exactly 0. ``AES_COMPAT_DOMAINS``
+(comma-separated) narrows the Harbor job to some of them."""
+if os.environ.get("AES_COMPAT_DOMAINS"):
+    DOMAINS = tuple(d for d in DOMAINS if d in os.environ["AES_COMPAT_DOMAINS"].split(","))
 SEEDS = {f"{domain}/{toml.parent.name}": toml.parent for domain in DOMAINS
          for toml in sorted((REPO / "aes" / "domains" / domain / "seeds").glob("*/task.toml"))}
 AGENTS = {"oracle": 1.0, "nop": 0.0}
