@@ -108,6 +108,9 @@ def test_the_reset_check_rejects_an_environment_that_starts_differently(sandbox,
                     '"head -c 16 /dev/urandom | od -x > /app/seed.txt; exec \\"$@\\"", "sh"]\n')
     drifting = validator.validate(make_task(tmp_path, "drifting", dockerfile=random_start))
     assert [r.code for r in drifting.reasons] == ["reset.state_differs"]
+    clock_start = random_start.replace("head -c 16 /dev/urandom | od -x", "date +%s%N")  # data seeded from the clock
+    clocked = validator.validate(make_task(tmp_path, "clocked", dockerfile=clock_start))
+    assert [r.code for r in clocked.reasons] == ["reset.state_differs"]
 
 
 def test_domains_that_demand_a_zero_for_doing_nothing_reject_partial_credit(sandbox, cfg, tmp_path):
