@@ -6,6 +6,7 @@ rejected with the domain's reason codes)."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -152,13 +153,23 @@ def test_an_agent_that_edits_the_public_tests_instead_of_the_code_earns_zero(san
                                "@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
                                "    outcome = yield\n    report = outcome.get_result()\n    report.outcome = 'passed'\nPY\n"
                                "cp /app/repo/tests/conftest.py /app/repo/conftest.py\n",
+        # test.sh puts /app/repo on PYTHONPATH for the gate: a pytest of the agent's would come first there
+        "shadow-pytest": "printf 'import sys\\nprint(\"1 passed\")\\nsys.exit(0)\\n' > /app/repo/pytest.py\n"
+                         "mkdir -p /app/repo/pytest && cp /app/repo/pytest.py /app/repo/pytest/__main__.py\n"
+                         "cp /app/repo/pytest.py /app/repo/pytest/__init__.py\n",
     }
     for name, script in attacks.items():
         variant = _variant(tmp_path, name)
         (variant / "solution" / "solve.sh").write_text("#!/bin/bash\nset -e\n" + script)
         task = load_task(variant)
         result = runner.run(task, OracleAgent())
-        assert result.reward == 0.0, (name, result)
+        assert result.agent_exit_code == 0, (name, result.agent_output)  # the attack itself ran
+        assert result.reward == 0.0, (name, result.verifier_output[-2000:])
+    # the shadowed pytest is live: where test.sh runs in the agent's own container (Harbor's in-place
+    # verifier, sandbox.trusted_verifier=false) it opens the gate; the sealed verifier does not carry it
+    in_place = TrialRunner(dataclasses.replace(cfg.sandbox, trusted_verifier=False), sandbox)
+    opened = in_place.run(load_task(tmp_path / "shadow-pytest"), OracleAgent())
+    assert opened.reward is not None and opened.reward > 0.0, opened.verifier_output[-2000:]
 
 
 @pytest.mark.docker

@@ -1,0 +1,175 @@
+"""The GPU-kernel domain (domain=gpu_kernels): config, proposer instructions, the base image recipe
+shared by the seeds, the seeds' shared tests and gated, section-weighted reward, the GPU decision of
+aes/sandbox/gpu.py, and in Docker a seed's oracle (1.0), do-nothing (0) and two cheats (a dummy
+kernel beside eager math, eager math alone) through Triton's interpreter; on a GPU host (``gpu``)
+the seed's timed path and its kernel/eager ratio."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from aes.config import compose_config
+from aes.domains import instructions_dir, seeds_dir
+from aes.sandbox.gpu import plan
+from aes.tasks import check_task, find_tasks, load_task
+from aes.tasks.static import dockerfile_instructions
+
+REPO = Path(__file__).resolve().parents[1]
+DOMAIN = REPO / "aes" / "domains" / "gpu_kernels"
+SEEDS = DOMAIN / "seeds"
+RMSNORM = SEEDS / "ragged-residual-rmsnorm"
+SEED_DIRS = find_tasks([SEEDS])
+
+
+def _base() -> list[tuple[str, str]]:
+    return [(word, args) for word, args, _ in dockerfile_instructions((DOMAIN / "base" / "Dockerfile").read_text())]
+
+
+def test_config_composes_with_the_reset_check_and_nop_zero():
+    cfg = compose_config(["domain=gpu_kernels"])
+    assert cfg.domain.name == "gpu_kernels" and cfg.domain.reset_check is True and cfg.domain.nop_zero is True
+    assert seeds_dir(cfg.domain) == SEEDS
+    assert {p.name for p in instructions_dir(cfg.domain).glob("*.md")} == {"task_format.md", "what_to_build.md"}
+
+
+def test_task_format_documents_the_base_image_lines_verbatim():
+    text = (DOMAIN / "instructions" / "task_format.md").read_text()
+    for word, args in _base():
+        assert f"{word} {args}" in text
+    for words in ("TRITON_INTERPRET=1", "NotImplementedError", "FORBIDDEN", "tests/public/reference.py"):
+        assert words in text
+
+
+def test_base_image_pins_torch_triton_and_numpy():
+    text = (DOMAIN / "base" / "Dockerfile").read_text()
+    for pin in ("torch==2.13.0", "triton==3.7.1", "numpy==2.4.6", "--no-cache-dir"):
+        assert pin in text
+
+
+def test_at_least_four_seeds_that_pass_the_static_checks():
+    assert len(SEED_DIRS) >= 4
+    for path in SEED_DIRS:
+        assert check_task(load_task(path)) == [], path.name
+
+
+@pytest.mark.parametrize("path", SEED_DIRS, ids=lambda p: p.name)
+def test_seed_layout_base_recipe_and_shared_tests(path):
+    lines = [(word, args) for word, args, _ in dockerfile_instructions((path / "environment" / "Dockerfile").read_text())]
+    assert lines[:len(_base())] == _base()
+    assert lines[len(_base()):] == [("COPY", "reference.py solution.py /app/")]
+    assert (path / "tests" / "public" / "reference.py").read_bytes() == (path / "environment" / "reference.py").read_bytes()
+    for name in ("test_outputs.py", "test.sh"):
+        assert (path / "tests" / name).read_bytes() == (RMSNORM / "tests" / name).read_bytes(), name
+    assert "raise NotImplementedError" in (path / "environment" / "solution.py").read_text()
+    assert "@triton.jit" in (path / "solution" / "solution.py").read_text()
+    cases = (path / "tests" / "cases.py").read_text()
+    assert "CASES = [" in cases and "FORBIDDEN = [" in cases and "TIMING = {" in cases
+    assert "TRITON_INTERPRET=1" in (path / "instruction.md").read_text()
+
+
+def test_reward_is_gated_and_weighted_by_section():
+    source = (RMSNORM / "tests" / "test_outputs.py").read_text()
+    weights = ast.literal_eval(re.search(r"^WEIGHTS = (\{.*?\})$", source, re.M | re.S).group(1))
+    assert weights == {"correct": 0.6, "triton": 0.4}
+    tests = re.findall(r"^def (test_\w+)", source, re.M)
+    assert tests[0] == "test_gate_runs" and {"test_timing", "test_correct_case"} <= set(tests)
+    assert all(t.split("_")[1] in (*weights, "gate") or t == "test_timing" for t in tests), tests
+
+
+@pytest.mark.parametrize("requested, available, count, note", [
+    (None, 0, 0, "gpu: not requested"), (0, 4, 0, "gpu: not requested"), (1, 0, 0, "gpu: none"),
+    (2, 8, 2, "gpu: 2"), (4, 1, 1, "gpu: 1 of 4 requested")])
+def test_gpu_plan(requested, available, count, note):
+    decided = plan(requested, available)
+    assert (decided.count, decided.note) == (count, note)
+    assert len(decided.device_requests()) == (1 if count else 0)
+    if count:
+        assert decided.device_requests()[0].count == count
+
+
+def test_gpu_plan_rejects_a_negative_count():
+    with pytest.raises(ValueError):
+        plan(-1, 1)
+
+
+def _variant(tmp_path: Path, name: str, solution: str) -> Path:
+    path = tmp_path / name
+    shutil.copytree(RMSNORM, path)
+    (path / "solution" / "solution.py").write_text(solution)
+    return path
+
+
+_DUMMY_KERNEL = '''
+import torch, triton, triton.language as tl
+from torch import nn
+import importlib.util
+spec = importlib.util.spec_from_file_location("app_reference", "/app/reference.py")
+ref = importlib.util.module_from_spec(spec); spec.loader.exec_module(ref)
+
+@triton.jit
+def _touch(p):
+    pass
+
+class ModelNew(ref.Model):
+    def forward(self, x, residual, lengths):
+        {launch}
+        return super().forward(x, residual, lengths)
+'''
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_oracle_nop_and_cheats_through_the_interpreter(sandbox, cfg, tmp_path):
+    """The reference earns 1.0 and says the timing was skipped; doing nothing earns 0; eager math
+    beside a dummy kernel earns only the correct section and the launch test (0.8); eager math
+    alone only the correct section (0.6)."""
+    from aes.sandbox import NopAgent, OracleAgent, TrialRunner
+
+    runner = TrialRunner(cfg.sandbox, sandbox)
+    dummy = _variant(tmp_path, "dummy", _DUMMY_KERNEL.replace("{launch}", "_touch[(1,)](x)"))
+    eager = _variant(tmp_path, "eager", _DUMMY_KERNEL.replace("{launch}", "pass"))
+    results = {}
+    for label, path, agent in (("oracle", RMSNORM, OracleAgent()), ("nop", RMSNORM, NopAgent()),
+                               ("dummy", dummy, OracleAgent()), ("eager", eager, OracleAgent())):
+        task = load_task(path)
+        build = runner.sandbox.build(task)
+        assert build.image, build.reason
+        results[label] = runner.run(task, agent, build.image)
+    assert {k: r.reward for k, r in results.items()} == {"oracle": 1.0, "nop": 0.0, "dummy": 0.8, "eager": 0.6}, \
+        {k: (r.reward, r.detail, r.verifier_output[-2000:]) for k, r in results.items()}
+    assert results["oracle"].rewards == {"reward": 1.0}
+    out = results["oracle"].verifier_output
+    assert "gpu: none" in out and "timing skipped" in out
+
+
+@pytest.mark.docker
+@pytest.mark.gpu
+def test_timed_path_on_a_gpu_host(sandbox, cfg, tmp_path):
+    """On a host with an NVIDIA GPU: the seed's reference kernel compiled by Triton, timed against
+    the eager reference; prints the kernel/eager time ratio (paper App. C.3: 0.11-0.34 on a T4)."""
+    import docker
+
+    decided = plan(1)
+    if not decided.count:
+        pytest.skip(decided.note)
+    task = load_task(RMSNORM)
+    build = sandbox.build(task)
+    assert build.image, build.reason
+    logs = tmp_path / "verifier"
+    logs.mkdir()
+    output = docker.from_env().containers.run(
+        build.image, ["bash", "-c", "cp /solution/solution.py /app/solution.py && bash /tests/test.sh"],
+        volumes={str(RMSNORM / "tests"): {"bind": "/tests", "mode": "ro"},
+                 str(RMSNORM / "solution"): {"bind": "/solution", "mode": "ro"},
+                 str(logs): {"bind": "/logs/verifier", "mode": "rw"}},
+        device_requests=decided.device_requests(), network_mode="none", remove=True).decode()
+    reward = json.loads((logs / "reward.json").read_text())
+    print(output[-3000:])
+    print(f"kernel/eager time ratio: {reward.get('time_ratio')}")
+    assert reward["reward"] == 1.0 and reward.get("time_ratio", 0) > 0, output[-3000:]
