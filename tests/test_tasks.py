@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aes.tasks import TaskConfigError, TaskLoadError, load_task, parse_task_toml, write_task
+from aes.tasks.config import render_task_toml
 from tests.conftest import SEEDS, make_task
 
 CURRENT = """
@@ -84,7 +85,9 @@ def test_network_mode_wins_over_allow_internet():
     ('[environment]\nworkdir = "app"\n', "task_toml.bad_value"),
     ('[[steps]]\nname = "one"\n', "task_toml.unsupported"),
     ('[environment]\nos = "windows"\n', "task_toml.unsupported"),
-    ("[environment]\ngpus = 1\n", "task_toml.unsupported"),
+    ("[environment]\ntpu = 1\n", "task_toml.unsupported"),
+    ("[environment]\ngpus = -1\n", "task_toml.bad_value"),
+    ('[environment]\ngpus = "all"\n', "task_toml.bad_value"),
     ('[verifier]\nenvironment_mode = "separate"\n', "task_toml.unsupported"),
     ('environment = "x"\n', "task_toml.bad_value"),
 ])
@@ -92,6 +95,21 @@ def test_uninterpretable_task_toml_is_rejected_with_a_code(text, code):
     with pytest.raises(TaskConfigError) as info:
         parse_task_toml(text)
     assert info.value.code == code
+
+
+def test_tasks_declare_gpus_and_the_sandbox_asks_docker_for_what_the_host_has(monkeypatch):
+    """[environment] gpus (Harbor's field): the containers get them where the host has them; on a host
+    without GPUs the task still runs (its CPU path) and the sandbox says so."""
+    from aes.sandbox import gpu
+
+    assert parse_task_toml("[environment]\ngpus = 2\n")[0].gpus == 2
+    assert parse_task_toml("")[0].gpus == 0
+    assert "gpus = 2" in render_task_toml(parse_task_toml("[environment]\ngpus = 2\n")[0])
+    assert gpu.plan(2, available=0).count == 0 and gpu.plan(2, available=0).device_requests() == []
+    [request] = gpu.plan(1, available=4).device_requests()
+    assert request.count == 1 and request.capabilities == [["gpu"]]
+    assert gpu.plan(4, available=2).count == 2
+    assert gpu.plan(0, available=8).count == 0
 
 
 def test_load_reports_missing_parts(tmp_path):

@@ -23,7 +23,7 @@ from aes.sandbox.docker_client import (
 )
 from aes.sandbox.engine import ENGINE_ERRORS, SHUTDOWN_GRACE_SEC, engine_watch
 from aes.sandbox.images import BuildResult, ImageBuilder
-from aes.sandbox import limits
+from aes.sandbox import gpu, limits
 from aes.sandbox.network import isolated_network
 from aes.sandbox.storage import StorageWatch
 from aes.tasks import Task
@@ -165,6 +165,10 @@ class DockerSandbox:
         stops by itself once its longest possible trial is over, should aes die before removing it.
         """
         cpus, memory = self.limits(task)
+        gpus = gpu.plan(task.spec.gpus)
+        if task.spec.gpus and gpus.count < task.spec.gpus:
+            self._warn_once(f"gpus:{task.name}", f"{task.name} asks for {task.spec.gpus} GPU(s); {gpus.note} on this "
+                                                 "host: it runs on what it gets (a CPU path where the task has one)")
         network = "none" if task.spec.network_mode in ("no-network", "allowlist") else "bridge"
         lifetime = int(2 * (limits.agent_timeout(self.cfg, task) + limits.verifier_timeout(self.cfg, task)) + 600)
         container = self.run_container(
@@ -172,7 +176,7 @@ class DockerSandbox:
             workdir=workdir if workdir is not None else task.spec.workdir,
             env=env if env is not None else task.spec.env, role=role, label=task.name,
             entrypoint=[*entrypoint, str(lifetime)] if entrypoint else None,
-            command=None if entrypoint else ["sh", "-c", f"sleep {lifetime}"])
+            command=None if entrypoint else ["sh", "-c", f"sleep {lifetime}"], device_requests=gpus.device_requests())
         self.storage.watch(container, self.storage_limit_mb(task))
         return container
 
@@ -180,7 +184,7 @@ class DockerSandbox:
                       workdir: str | None = None, env: dict[str, str] | None = None,
                       mounts: dict[str, tuple[str, str]] | None = None, role: str = "trial",
                       label: str | None = None, entrypoint: list[str] | None = None,
-                      command: list[str] | None = None) -> Container:
+                      command: list[str] | None = None, device_requests: list | None = None) -> Container:
         """Start a labelled container that sleeps until commands are exec'd into it.
 
         ``mounts`` maps host paths to (container path, "ro"|"rw") bind mounts. ``network``:
@@ -193,6 +197,8 @@ class DockerSandbox:
             network = self.network
         volumes = {host: {"bind": target, "mode": mode} for host, (target, mode) in (mounts or {}).items()}
         extra = {"entrypoint": entrypoint, "healthcheck": {"test": ["NONE"]}} if entrypoint else {}
+        if device_requests:
+            extra["device_requests"] = device_requests
         try:
             container = self.client.containers.create(
                 image,

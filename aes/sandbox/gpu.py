@@ -1,9 +1,11 @@
 """GPU trials: a task that declares ``[environment] gpus = N`` (Harbor's field) gets N NVIDIA GPUs
 from Docker when the host has them, and runs on the CPU otherwise, its trial saying ``gpu: none``.
 
-Only the decision lives here (what to ask Docker for, what to record). Not yet wired: the task
-loader (aes/tasks/config.py) still rejects ``gpus`` with ``task_toml.unsupported``, so today's
-tasks, the gpu_kernels seeds included, declare none and take their CPU path (Triton's interpreter).
+The decision lives here (what to ask Docker for, what to say); ``DockerSandbox.start`` asks for
+it for every container of a task (the agent's and the verifier's) and warns once per task when
+the host has fewer GPUs than it declares. The gpu_kernels seeds declare none: they run their
+CPU path (Triton's interpreter) here and in CI; a task that declares ``gpus = 1`` gets the
+device on a GPU host (the NVIDIA container runtime must be installed there).
 """
 
 from __future__ import annotations

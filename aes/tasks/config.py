@@ -53,6 +53,9 @@ class TaskSpec:
     cpus: float | None = None
     memory_mb: int | None = None
     storage_mb: int | None = None
+    gpus: int = 0
+    """``[environment] gpus``: NVIDIA GPUs the task's containers get where the host has them
+    (aes.sandbox.gpu); without them the task runs on its CPU path."""
     network_mode: str = "public"
     allowed_hosts: list[str] = field(default_factory=list)
     workdir: str | None = None
@@ -128,6 +131,7 @@ def parse_task_toml(text: str) -> tuple[TaskSpec, tomlkit.TOMLDocument]:
     env = _table(data, "environment")
     spec.build_timeout_sec = _number(env, "build_timeout_sec", "environment")
     spec.cpus = _number(env, "cpus", "environment")
+    spec.gpus = _gpus(env)
     spec.docker_image = env.get("docker_image")
     spec.workdir = env.get("workdir")
     if spec.workdir is not None and not str(spec.workdir).startswith("/"):
@@ -173,8 +177,15 @@ def _reject_unsupported(data: dict[str, Any]) -> None:
     env = data.get("environment", {}) if isinstance(data.get("environment"), dict) else {}
     if str(env.get("os", "linux")).lower() != "linux":
         raise TaskConfigError("task_toml.unsupported", f"[environment] os = {env['os']!r}: only linux tasks run in aes")
-    if env.get("gpus") or env.get("tpu"):
-        raise TaskConfigError("task_toml.unsupported", "tasks that need GPUs or TPUs are not supported by the aes sandbox")
+    if env.get("tpu"):
+        raise TaskConfigError("task_toml.unsupported", "tasks that need TPUs are not supported by the aes sandbox")
+
+
+def _gpus(env: dict[str, Any]) -> int:
+    value = env.get("gpus") or 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TaskConfigError("task_toml.bad_value", f"[environment] gpus must be a whole number >= 0, got {value!r}")
+    return value
 
 
 def render_task_toml(spec: TaskSpec, doc: tomlkit.TOMLDocument | None = None) -> str:
@@ -196,7 +207,7 @@ def render_task_toml(spec: TaskSpec, doc: tomlkit.TOMLDocument | None = None) ->
         ("verifier", {"timeout_sec": spec.verifier_timeout_sec}),
         ("environment", {
             "build_timeout_sec": spec.build_timeout_sec, "cpus": spec.cpus,
-            "memory_mb": spec.memory_mb, "storage_mb": spec.storage_mb,
+            "memory_mb": spec.memory_mb, "storage_mb": spec.storage_mb, "gpus": spec.gpus or None,
             "network_mode": spec.network_mode, "workdir": spec.workdir,
         }),
     ):
