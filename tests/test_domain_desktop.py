@@ -1,8 +1,9 @@
 """The computer-use domain (domain=desktop): config, proposer instructions, the base image recipe and
 desktop kit the seeds share, the seeds' layout and gated reward, the desktop action set
 (aes/agents/desktop.py) with a fake container, and in Docker: scripted models (native tool calls and
-fenced text) solving seeds through the desktop actions, a bad key name answered with an error, and
-`aes validate` admitting every seed with a screenshot sequence of the reference run."""
+fenced text) solving seeds through the desktop actions, a bad key name answered with an error,
+`aes validate` admitting every seed with a screenshot sequence of the reference run, and the reset
+check rejecting a desktop whose entrypoint stamps the clock into /app."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ SEED_DIRS = find_tasks([SEEDS])
 BRIEF = SEEDS / "decision-brief"
 NOTES = SEEDS / "meeting-notes-styles"
 KIT = DOMAIN / "base" / "desktop"
+CLOCK_STAMPED = REPO / "tests" / "fixtures" / "desktop" / "clock-stamped"
 
 
 def _base() -> list[tuple[str, str]]:
@@ -256,3 +258,16 @@ def test_seeds_pass_aes_validate_and_leave_screenshots(sandbox, tmp_path):
     for path in SEED_DIRS:
         shots = sorted(p.name for p in tmp_path.glob(f"aes__{path.name}/oracle/agent/screenshots/step-*.png"))
         assert len(shots) >= 4 and shots[0] == "step-01-opened.png", (path.name, shots)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_reset_check_rejects_a_desktop_that_stamps_the_clock_at_start(sandbox):
+    from aes.admission import Validator
+
+    assert _files(CLOCK_STAMPED / "environment" / "desktop") == _files(KIT)
+    cfg = compose_config(["domain=desktop"])
+    report = Validator(cfg.sandbox, reset_check=cfg.domain.reset_check, nop_zero=cfg.domain.nop_zero
+                       ).validate(CLOCK_STAMPED)
+    assert report.oracle_reward == 1.0 and report.nop_reward == 0.0
+    assert not report.valid and [r.code for r in report.reasons] == ["reset.state_differs"]
