@@ -213,28 +213,65 @@ def _xattr(path: str, name: str) -> bytes | None:
         return None
 
 
-def host_layer(container) -> tuple[str, str] | None:
-    """(upper dir, merged dir) of a container whose overlay2 layer this process can read."""
+def _kernel_overlay(mount_point: str) -> bool:
+    """Whether ``mount_point`` is a kernel overlay mount (trusted.* xattrs) in this mount namespace."""
+    target = os.path.realpath(mount_point)
+    try:
+        with open("/proc/self/mountinfo") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return False
+    found = False
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 10 or "-" not in fields:
+            continue
+        sep = fields.index("-")
+        point = fields[4].encode().decode("unicode_escape")  # octal escapes (\040) as in the kernel
+        if point != target or len(fields) < sep + 4:
+            continue
+        fstype, options = fields[sep + 1], fields[sep + 3].split(",")
+        found = fstype == "overlay" and "userxattr" not in options  # the last mount there wins
+    return found
+
+
+PODMAN_FILES = frozenset({"/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/etc/mtab", "/run/.containerenv",
+                          "/run/podman-init"})
+"""What Podman itself puts in a container's upper layer (mount points of files it bind-mounts; its
+own ``diff`` leaves them out too): not the agent's changes, and the verifier's container has its own."""
+
+
+def host_layer(container) -> tuple[str, str, frozenset[str]] | None:
+    """(upper dir, merged dir, the engine's own files in it) of a container whose overlay layer
+    this process can read."""
     try:
         driver = container.api.inspect_container(container.id).get("GraphDriver") or {}
     except docker.errors.APIError:
         return None
     data = driver.get("Data") or {}
     upper, merged = data.get("UpperDir"), data.get("MergedDir")
-    if driver.get("Name") != "overlay2" or not upper or not merged:
+    if not upper or not merged:
+        return None
+    # Docker's overlay2, or Podman's "overlay" when it is the kernel's overlay with trusted.*
+    # xattrs (not fuse-overlayfs or a rootless "userxattr" mount, whose whiteouts and opaque
+    # marks differ): anything else is read through the engine's API.
+    if driver.get("Name") != "overlay2" and not (driver.get("Name") == "overlay" and _kernel_overlay(merged)):
         return None
     if not (os.path.isdir(upper) and os.path.isdir(merged) and os.access(upper, os.R_OK | os.X_OK)):
         return None
-    return upper, merged
+    return upper, merged, (frozenset() if driver.get("Name") == "overlay2" else PODMAN_FILES)
 
 
 def carry_from_host(upper: str, merged: str, policy: SealPolicy, pristine: Callable[[str], bool],
-                    max_entries: int, max_bytes: int) -> Carry:
-    """The carry of a paused container read from its overlay2 layer on this host."""
+                    max_entries: int, max_bytes: int, engine_files: frozenset[str] = frozenset()) -> Carry:
+    """The carry of a paused container read from its overlay2 layer on this host (``engine_files``:
+    paths the engine, not the agent, put there)."""
     carry, writer = Carry(method="overlay2 layer"), _Writer(max_entries, max_bytes)
     tree = SafeTree(merged)
     try:
         for path, entry_st, opaque, redirected in _walk_upper(upper):
+            if path in engine_files:
+                continue
             _host_entry(path, entry_st, opaque, redirected, tree, policy, pristine, carry, writer)
     except BaseException:
         writer.tar.close()

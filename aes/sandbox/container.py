@@ -272,8 +272,8 @@ class Container:
             stream, stat = self.api.get_archive(self.id, path)
         except docker.errors.NotFound:
             return None
-        if stat.get("size", 0) > limit:
-            return None
+        if stat.get("size", 0) > limit or stat.get("mode", 0) & (1 << 27):  # Go's os.ModeSymlink
+            return None  # a link: Docker sends the link itself (no regular file), Podman its target
         data = b"".join(stream)
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             member = tar.next()
@@ -327,7 +327,8 @@ class Container:
                     return True
                 if "is not running" in text:
                     return False
-                if "unable to freeze" not in text:
+                # Podman reports runc's failure without its message ("`/usr/bin/runc pause ID` failed")
+                if "unable to freeze" not in text and not ("pause" in text and "failed: exit status" in text):
                     raise
                 if attempt < retries:
                     time.sleep(0.25 * 2 ** attempt)
@@ -336,7 +337,7 @@ class Container:
         try:
             self.api.kill(self.id)
         except docker.errors.APIError as exc:
-            if "is not running" not in str(exc):
+            if "is not running" not in str(exc) and "can only kill running containers" not in str(exc):
                 raise
         return False
 

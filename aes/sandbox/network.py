@@ -23,6 +23,7 @@ import threading
 import docker.errors
 
 from aes.config import SandboxConfig
+from aes.sandbox.docker_client import ENGINE_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,10 @@ _LOCK = threading.Lock()
 
 def bridge_name(cfg: SandboxConfig) -> str:
     """The Linux bridge of aes's network for this engine (15 characters at most)."""
-    return "aes" + hashlib.sha256(f"{cfg.docker_host}|{cfg.network_name}".encode()).hexdigest()[:8]
+    # the engine DOCKER_HOST names counts too: two engines on one host (Docker and Podman) must
+    # not share a bridge; with neither set the name is the one aes always used
+    host = cfg.docker_host or os.environ.get("DOCKER_HOST") or None
+    return "aes" + hashlib.sha256(f"{host}|{cfg.network_name}".encode()).hexdigest()[:8]
 
 
 def _local_engine(cfg: SandboxConfig) -> bool:
@@ -49,16 +53,50 @@ def _firewall(bridge: str) -> str | None:
         binary = shutil.which(tool)
         if binary is None:
             continue
-        rule = ["INPUT", "-i", bridge, "-j", "REJECT"]
-        check = subprocess.run([binary, "-w", "-C", *rule], capture_output=True)
-        if check.returncode != 0:
-            added = subprocess.run([binary, "-w", "-I", *rule], capture_output=True, text=True)
-            if added.returncode != 0:
-                if tool == "iptables":
-                    return f"{tool} refused the rule: {added.stderr.strip()}"
-                continue
+        rules = [["INPUT", "-i", bridge, "-j", "REJECT"]]
+        if tool == "iptables":
+            # no traffic between containers on the bridge: Docker's enable_icc=false adds this rule
+            # itself; Podman ignores that option, so aes adds it (a no-op where Docker did)
+            rules.append(["FORWARD", "-i", bridge, "-o", bridge, "-j", "DROP"])
+        refused = None
+        for rule in rules:
+            check = subprocess.run([binary, "-w", "-C", *rule], capture_output=True)
+            if check.returncode != 0:
+                added = subprocess.run([binary, "-w", "-I", *rule], capture_output=True, text=True)
+                if added.returncode != 0:
+                    refused = f"{tool} refused the rule: {added.stderr.strip()}"
+                    break
+        if refused:
+            if tool == "iptables":
+                return refused
+            continue
         done = done or tool == "iptables"
     return None if done else "iptables is not installed"
+
+
+def _podman(client) -> bool:
+    """Whether the engine is Podman's Docker-compatible service."""
+    try:
+        components = client.version().get("Components") or []
+    except (docker.errors.APIError, *ENGINE_ERRORS):
+        return False
+    return any("podman" in str(c.get("Name", "")).lower() for c in components)
+
+
+def _reported_bridge(client, network) -> str | None:
+    """The Linux bridge of an existing network as the engine reports it (Docker: its options;
+    Podman, whose Docker API leaves them empty: its own API), None if it says none."""
+    name = (network.attrs.get("Options") or {}).get("com.docker.network.bridge.name")
+    if name:
+        return name
+    api = client.api
+    try:
+        response = api.get(f"{api.base_url}/v4.0.0/libpod/networks/{network.name}/json", timeout=10)
+        if response.status_code == 200:
+            return response.json().get("network_interface") or None
+    except Exception:  # noqa: BLE001 - not Podman
+        pass
+    return None
 
 
 def isolated_network(client, cfg: SandboxConfig) -> str:
@@ -71,7 +109,9 @@ def isolated_network(client, cfg: SandboxConfig) -> str:
             return _DONE[key][0]
         bridge = bridge_name(cfg)
         try:
-            client.networks.get(cfg.network_name)
+            existing = client.networks.get(cfg.network_name)
+            # a network made earlier keeps its bridge: firewall that one
+            bridge = _reported_bridge(client, existing) or bridge
         except docker.errors.NotFound:
             try:
                 client.networks.create(cfg.network_name, driver="bridge", labels={"aes.managed.network": "true"},
@@ -81,6 +121,10 @@ def isolated_network(client, cfg: SandboxConfig) -> str:
                 if "already exists" not in str(exc):
                     raise
         why = _firewall(bridge) if _local_engine(cfg) else "the Docker engine is on another host"
+        if why is None and _podman(client):
+            # its Docker-compatible /build ignores networkmode (4.3: even "none"): a RUN step sees the
+            # host's network namespace, which no rule on aes's bridge can protect
+            why = "Podman's Docker API runs image builds in the host's network namespace"
         if why:
             log.warning("builds and trials can reach services on the engine's host (%s): run aes as root on "
                         "the engine's host, or firewall the %s bridge yourself", why, bridge)

@@ -162,7 +162,9 @@ class SealedVerifier:
             return pristine.stat(path) is not None
 
         if layer is not None:
-            return carry_from_host(*layer, policy, existed, self.cfg.max_carry_entries, limit)
+            upper, merged, engine_files = layer
+            return carry_from_host(upper, merged, policy, existed, self.cfg.max_carry_entries, limit,
+                                   engine_files=engine_files)
         return carry_from_api(agent, policy, existed, self.cfg.max_carry_entries, limit)
 
     def prepare(self, pristine: Container, task, carry: Carry) -> str | None:
