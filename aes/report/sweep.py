@@ -20,4 +20,5 @@ class SweepReport(Callback):
         from aes.report.table2 import report
 
         out = report(sweep)
-        log.info("Table 2 of this sweep: %s (also %s, %s)", out["markdown"], out["csv"], out["html"])
+        log.info("Table 2 of this sweep: %s (also %s, %s); Table 8: %s", out["markdown"], out["csv"], out["html"],
+                 out["table8"])
