@@ -33,12 +33,10 @@ import json
 import logging
 import re
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aes.agents.terminal import HostTool
-from aes.models import ToolSpec
+from aes.agents.actionset import ActionToolbox, offer, signature, unquote
 
 log = logging.getLogger(__name__)
 
@@ -102,67 +100,31 @@ def parse_fenced(action: str, rest: str) -> dict[str, Any]:
     if not params or not rest:
         return {}
     if action != "type":
-        return {params[0]: _unquote(rest)}
+        return {params[0]: unquote(rest)}
     match = re.match(r"""("(?:[^"\\]|\\.)*"|'[^']*'|\S+)\s*(.*)$""", rest, re.DOTALL)
-    target, text = _unquote(match.group(1)), match.group(2)
-    return {"target": target, "text": _unquote(text.strip())}
+    target, text = unquote(match.group(1)), match.group(2)
+    return {"target": target, "text": unquote(text.strip())}
 
 
-def _unquote(text: str) -> str:
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
-        return text[1:-1]
-    return text
-
-
-@dataclass
-class BrowserToolbox:
+class BrowserToolbox(ActionToolbox):
     """The browser actions of one attempt: host tools, the instruction's note, and the action log."""
 
-    tools: list[HostTool] = field(default_factory=list)
-    calls: list[dict] = field(default_factory=list)
-    help: str = ""
-    names: dict[str, str] = field(default_factory=dict)
-    """Offered tool name -> action."""
-
-    def record(self, steps: list[dict] | None = None) -> dict:
-        """What goes into the trajectory (``extra.browser``); each action's observation in ``steps``
-        also gets the action, its result flag and the URL after it (``extra.browser``)."""
-        if steps is not None:
-            pending = list(self.calls)
-            for step in steps:
-                for res in (step.get("observation") or {}).get("results") or []:
-                    extra = res.get("extra") or {}
-                    if extra.get("tool") in self.names and pending and pending[0]["tool"] == extra["tool"]:
-                        call = pending.pop(0)
-                        extra["browser"] = {k: call.get(k) for k in ("action", "ok", "url", "screenshot")}
-        return {"tools": dict(self.names), "actions": self.calls,
-                "screenshots": [c["screenshot"] for c in self.calls if c.get("screenshot")]}
-
-
-def _signature(name: str, action: str) -> str:
-    _, props, required = ACTIONS[action]
-    return f"{name}(" + ", ".join(k + ("" if k in required else "?") for k in props) + ")"
+    kind = "browser"
+    shown = ('action', 'ok', 'url', 'screenshot')
 
 
 def attach(task, container, *, fenced: bool, call_timeout: float, reserved: set[str] | frozenset = frozenset()
            ) -> BrowserToolbox:
     """The browser actions for ``task`` in ``container`` (the session starts on the first action)."""
     box = BrowserToolbox()
-    taken = {"bash", "submit", *reserved}
-    for action, (description, props, required) in ACTIONS.items():
-        name = action if action not in taken else f"browser_{action}"
-        taken.add(name)
-        box.names[name] = action
-        schema = {"type": "object", "properties": props, "required": required}
-        box.tools.append(HostTool(ToolSpec(name=name, description=description, parameters=schema),
-                                  _runner(box, container, task.spec.agent_user, name, action, call_timeout),
-                                  (lambda rest, action=action: parse_fenced(action, rest))))
+    offer(box, ACTIONS, reserved,
+          lambda name, action: _runner(box, container, task.spec.agent_user, name, action, call_timeout), parse_fenced)
     url = (getattr(task.spec, "metadata", None) or {}).get("app_url")
     lines = ["This task has a headless web browser (Chromium) that you drive with browser actions; it keeps its page, "
              "cookies and history between actions." + (f" The application is at {url}." if url else ""),
-             "Actions: " + ", ".join(_signature(n, a) for n, a in box.names.items()) + "."]
+             "Actions: " + ", ".join(signature(ACTIONS, n, a) for n, a in box.names.items()) + "."]
     for name, action in box.names.items():
-        lines.append(f"- {_signature(name, action)}: {ACTIONS[action][0]}")
+        lines.append(f"- {signature(ACTIONS, name, action)}: {ACTIONS[action][0]}")
     if fenced:
         lines.append("To run an action, reply with a fenced block holding one line: the action's name and its "
                      "arguments, e.g.\n```bash\nnavigate http://127.0.0.1:8080/\n```\n```bash\ntype #username alice\n```"
@@ -179,7 +141,7 @@ def _runner(box: BrowserToolbox, container, user: str | None, name: str, action:
         started = time.monotonic()
         record: dict[str, Any] = {"tool": name, "action": action, "arguments": arguments, "ok": False}
         if _PARSE_ERROR in arguments:
-            error = f"{arguments[_PARSE_ERROR]}. Call it as: {_signature(name, action)}"
+            error = f"{arguments[_PARSE_ERROR]}. Call it as: {signature(ACTIONS, name, action)}"
             record["arguments"] = {}
             out = {"ok": False, "error": error}
         else:
@@ -187,7 +149,7 @@ def _runner(box: BrowserToolbox, container, user: str | None, name: str, action:
             missing = [k for k in ACTIONS[action][2] if k not in arguments]
             if unknown or missing:
                 out = {"ok": False, "error": f"{'unknown' if unknown else 'missing'} argument(s) "
-                                             f"{', '.join(unknown or missing)}; call it as: {_signature(name, action)}"}
+                                             f"{', '.join(unknown or missing)}; call it as: {signature(ACTIONS, name, action)}"}
             else:
                 result = container.exec(session_command(action, arguments, max(timeout - 5.0, 5.0)), timeout,
                                         user=user)

@@ -32,11 +32,9 @@ import json
 import re
 import shlex
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from aes.agents.terminal import HostTool
-from aes.models import ToolSpec
+from aes.agents.actionset import ActionToolbox, offer, signature, unquote
 
 DISPLAY = ":0"
 WAIT_SEC = 240
@@ -122,7 +120,7 @@ def parse_fenced(action: str, rest: str) -> dict[str, Any]:
     if not params or not rest:
         return {}
     if action in ("type", "key", "screenshot"):
-        return {params[0]: _unquote(rest)}
+        return {params[0]: unquote(rest)}
     words = rest.replace(",", " ").split()
     out: dict[str, Any] = {}
     for name, word in zip(params, words):
@@ -136,55 +134,19 @@ def parse_fenced(action: str, rest: str) -> dict[str, Any]:
     return out
 
 
-def _unquote(text: str) -> str:
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
-        return text[1:-1]
-    return text
-
-
-@dataclass
-class DesktopToolbox:
+class DesktopToolbox(ActionToolbox):
     """The desktop actions of one attempt: host tools, the instruction's note, and the action log."""
 
-    tools: list[HostTool] = field(default_factory=list)
-    calls: list[dict] = field(default_factory=list)
-    help: str = ""
-    names: dict[str, str] = field(default_factory=dict)
-    """Offered tool name -> action."""
-
-    def record(self, steps: list[dict] | None = None) -> dict:
-        """What goes into the trajectory (``extra.desktop``); each action's observation in ``steps``
-        also gets the action, its result flag, the focused window and any screenshot (``extra.desktop``)."""
-        if steps is not None:
-            pending = list(self.calls)
-            for step in steps:
-                for res in (step.get("observation") or {}).get("results") or []:
-                    extra = res.get("extra") or {}
-                    if extra.get("tool") in self.names and pending and pending[0]["tool"] == extra["tool"]:
-                        call = pending.pop(0)
-                        extra["desktop"] = {k: call.get(k) for k in ("action", "ok", "focused", "screenshot")}
-        return {"tools": dict(self.names), "actions": self.calls,
-                "screenshots": [c["screenshot"] for c in self.calls if c.get("screenshot")]}
-
-
-def _signature(name: str, action: str) -> str:
-    _, props, required = ACTIONS[action]
-    return f"{name}(" + ", ".join(k + ("" if k in required else "?") for k in props) + ")"
+    kind = "desktop"
+    shown = ('action', 'ok', 'focused', 'screenshot')
 
 
 def attach(task, container, *, fenced: bool, call_timeout: float, reserved: set[str] | frozenset = frozenset()
            ) -> DesktopToolbox:
     """The desktop actions for ``task`` in ``container``."""
     box = DesktopToolbox()
-    taken = {"bash", "submit", *reserved}
-    for action, (description, props, required) in ACTIONS.items():
-        name = action if action not in taken else f"desktop_{action}"
-        taken.add(name)
-        box.names[name] = action
-        schema = {"type": "object", "properties": props, "required": required}
-        box.tools.append(HostTool(ToolSpec(name=name, description=description, parameters=schema),
-                                  _runner(box, container, task.spec.agent_user, name, action, call_timeout),
-                                  (lambda rest, action=action: parse_fenced(action, rest))))
+    offer(box, ACTIONS, reserved,
+          lambda name, action: _runner(box, container, task.spec.agent_user, name, action, call_timeout), parse_fenced)
     doc = (getattr(task.spec, "metadata", None) or {}).get("document")
     lines = [f"This task has a graphical desktop (X display {DISPLAY}) with LibreOffice open"
              + (f" on {doc}" if doc else "") + ". You drive it with desktop actions: the mouse, the keyboard, and "
@@ -192,9 +154,9 @@ def attach(task, container, *, fenced: bool, call_timeout: float, reserved: set[
              "screen instead (window titles, and the text on the screen by OCR with each word's centre, where to "
              "click it). The keyboard is often the surest way: LibreOffice's shortcuts (ctrl+s saves, ctrl+b bold, "
              "ctrl+e centre, ctrl+Home the start) and arrow keys move as they would for a person.",
-             "Actions: " + ", ".join(_signature(n, a) for n, a in box.names.items()) + "."]
+             "Actions: " + ", ".join(signature(ACTIONS, n, a) for n, a in box.names.items()) + "."]
     for name, action in box.names.items():
-        lines.append(f"- {_signature(name, action)}: {ACTIONS[action][0]}")
+        lines.append(f"- {signature(ACTIONS, name, action)}: {ACTIONS[action][0]}")
     if fenced:
         lines.append("To run an action, reply with a fenced block holding one line: the action's name and its "
                      "arguments, e.g.\n```bash\ntext_view\n```\n```bash\nclick 640 400\n```\n```bash\nkey ctrl+s\n```"
@@ -239,7 +201,7 @@ def _runner(box: DesktopToolbox, container, user: str | None, name: str, action:
             except (ValueError, TypeError, KeyError) as exc:
                 error = str(exc)
         if error is not None:
-            error = f"{error}; call it as: {_signature(name, action)}"
+            error = f"{error}; call it as: {signature(ACTIONS, name, action)}"
         else:
             result = container.exec(["bash", "-c", script], timeout, env={"DISPLAY": DISPLAY}, user=user)
             output = result.output or ""
