@@ -87,6 +87,11 @@ class MetricsLogger:
             self._wandb.log_artifact(artifact)
         self._wandb.finish()
         self._wandb = None
+        import wandb
+
+        # finish() can return before wandb's core process has written the last records to the
+        # run's .wandb file; teardown waits for it, so the file is whole for `wandb sync`.
+        wandb.teardown()
 
 
 def wandb_row(row: dict[str, Any]) -> dict[str, Any]:
