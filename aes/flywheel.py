@@ -32,7 +32,7 @@ from aes.proposer.episode import EpisodeResult
 from aes.proposer.generate import assign, run_assignments, seed_pool, summarize
 from aes.report.clock import StageClock
 from aes.report.html import write_report
-from aes.rollout import latest_rows, read_index
+from aes.rollout import AttemptRecord, EnvRollouts, latest_rows, read_index
 from aes.train.advantages import has_spread
 from aes.train.step import train_step
 
@@ -61,6 +61,8 @@ class Flywheel:
         """Attempts still running when the last update started."""
         if self.cfg.flywheel.carry_unfinished:
             self.rollouts.max_policy_span = self.cfg.flywheel.carry_max_updates
+        self.reused = 0
+        """Groups of the last update taken from rollouts the policy had already made (see unused_groups)."""
         self.clock = StageClock()
         """Wall seconds per stage, into each round's row (``seconds/<stage>``)."""
         pipeline = getattr(self.stack, "pipeline", None)
@@ -143,7 +145,7 @@ class Flywheel:
         proposer = self.pending_proposer_groups(round_)
         trained = self.pool.get_meta(f"flywheel.round.{round_}.proposer_updates", 0) + bool(proposer)
         row = {"round": round_ + 1, "update": self.updates + 1, "groups_collected": collected,
-               "solver/groups": len(groups), "proposer/groups": len(proposer),
+               "solver/groups": len(groups), "solver/groups_reused": self.reused, "proposer/groups": len(proposer),
                "rollouts/carried": self.carried,
                "proposer/samples_per_group": (statistics.fmean(len(g.episodes) for g in proposer) if proposer else 0),
                "proposer/trained_once": bool(proposer) and trained == 1}
@@ -198,18 +200,61 @@ class Flywheel:
         if self.cfg.flywheel.carry_unfinished:
             return self.carried_groups()
         trainer = self.cfg.trainer
-        envs = self.training_envs()
+        kept, collected = self.unused_groups()
+        reused = {g.meta.get("env_id") for g in kept}
+        envs = [e for e in self.training_envs() if e.env_id not in reused]
         runner = self.rollouts.at(f"u{self.updates:04d}-s{self.step:05d}-train", self.updates)
-        kept, collected = [], 0
-        for draw in range(self.cfg.flywheel.max_group_draws):
-            batch = envs[draw * trainer.envs_per_update:(draw + 1) * trainer.envs_per_update]
-            if not batch or len(kept) >= trainer.envs_per_update:
+        start = 0
+        for _ in range(self.cfg.flywheel.max_group_draws):
+            need = trainer.envs_per_update - len(kept)  # only as many envs as groups are still missing
+            batch, start = envs[start:start + max(need, 0)], start + max(need, 0)
+            if not batch:
                 break
             rolled = runner.run([e.load() for e in batch], trainer.attempts_per_env)
             groups = self.solver.groups_of(rolled)
             collected += len(groups)
             kept += [g for g in groups if has_spread(g.rewards)]
         return kept[: trainer.envs_per_update], collected
+
+    def unused_groups(self) -> tuple[list, int]:
+        """Groups with reward spread from rollouts the current policy already made and no update
+        has used: the generation's parent rollouts and calibration attempts, a refresh's
+        recalibration. They are on-policy (same weights, their log-probs recorded), so the
+        update takes them instead of rolling those envs out again. Only envs still admitted
+        count; evaluation and earlier training batches never do."""
+        used = set(self.pool.get_meta("flywheel.used_rollouts", []))
+        admitted = {e.env_id: e for e in self.pool.envs("admitted")}
+        prefix = f"u{self.updates:04d}-"
+        found: dict[str, EnvRollouts] = {}
+        keys: dict[str, list[str]] = {}
+        for row in read_index(self.rollouts.root / "index.jsonl"):
+            batch = row.get("batch", "")
+            key = f"{row['env_id']}@{batch}"
+            if (row["solver"] != self.rollouts.solver_name or int(row.get("policy_version", 0)) != self.updates
+                    or not batch.startswith(prefix) or "-train" in batch or key in used
+                    or row["env_id"] not in admitted):
+                continue
+            keys.setdefault(row["env_id"], []).append(key)
+            paths, rewards = row.get("paths") or [], row.get("rewards") or []
+            if row.get("errors") or len(paths) != len(rewards):
+                continue  # an attempt without a score or a trajectory: not a whole group
+            env = found.setdefault(row["env_id"], EnvRollouts(admitted[row["env_id"]].load(), row["env_id"]))
+            for path, reward in zip(paths, rewards):
+                env.records.append(AttemptRecord(row["env_id"], row["solver"], len(env.records), reward, "ok",
+                                                 path=str(self.rollouts.root / path)))
+        groups = self.solver.groups_of(found) if found else []
+        kept = [g for g in groups if has_spread(g.rewards)][: self.cfg.trainer.envs_per_update]
+        taken = {g.meta.get("env_id") for g in kept}
+        spent = {env_id for env_id in keys if env_id in taken or env_id not in found
+                 or not any(g.meta.get("env_id") == env_id and has_spread(g.rewards) for g in groups)}
+        if spent:  # used, flat or broken: never looked at again (spread groups left over wait for the next update)
+            self.pool.set_meta("flywheel.used_rollouts", sorted(used | {k for e in spent for k in keys[e]}))
+        if kept:
+            log.info("update %d takes %d group(s) with reward spread from this policy's own rollouts (%s) instead of "
+                     "rolling those envs out again", self.updates + 1, len(kept),
+                     ", ".join(sorted({k.split("@", 1)[1] for e in taken for k in keys.get(e, [])})))
+        self.reused = len(kept)
+        return kept, len(groups)
 
     def carried_groups(self) -> tuple[list, int]:
         """Groups for this update from attempts running in the background: start envs (not already
@@ -218,8 +263,9 @@ class Flywheel:
         update (with the new weights; its earlier tokens keep their log-probs)."""
         trainer = self.cfg.trainer
         target = trainer.envs_per_update
-        kept, self.ready, collected, draws = self.ready, [], 0, 0
-        busy = {env_id for batch in self.in_flight for env_id in batch.futures}
+        reused, collected = self.unused_groups()
+        kept, self.ready, draws = self.ready + reused, [], 0
+        busy = {env_id for batch in self.in_flight for env_id in batch.futures} | {g.meta.get("env_id") for g in reused}
         order = [e for e in self.training_envs() if e.env_id not in busy]
         room = OVERSAMPLE * target  # envs kept in flight: the update starts when the first ones are done
         while len(kept) < target:

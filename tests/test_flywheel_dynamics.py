@@ -126,3 +126,17 @@ def test_each_round_says_where_its_time_went(run):
         assert {"parent_rollouts", "proposer", "solver_rollouts", "update"} <= stages, row
         assert all(row[f"seconds/{s}"] >= 0 for s in stages)
     assert any("seconds/admission" in r for r in rounds)  # simulated proposals reach admission
+
+
+def test_updates_take_the_policys_own_generation_rollouts_before_rolling_again(run):
+    """Parent rollouts, calibration and refresh attempts of the current policy are on-policy
+    groups: an update uses those with spread (each once) before it rolls those envs out again."""
+    _, run_dir, flywheel, rows, _ = run
+    updates = [r for r in rows if r["event"] == "update"]
+    assert sum(r["solver/groups_reused"] for r in updates) > 0
+    assert all(r["solver/groups_reused"] <= r["solver/groups"] for r in updates)
+    used = flywheel.pool.get_meta("flywheel.used_rollouts", [])
+    assert used and len(used) == len(set(used)) and not any("-train" in k for k in used)
+    index = [json.loads(line) for line in (run_dir / "trajectories" / "index.jsonl").read_text().splitlines()]
+    versions = {f"{r['env_id']}@{r['batch']}": r["policy_version"] for r in index}
+    assert all(k.split("@", 1)[1].startswith(f"u{versions[k]:04d}-") for k in used)  # only the policy's own
