@@ -204,11 +204,9 @@ class Flywheel:
         reused = {g.meta.get("env_id") for g in kept}
         envs = [e for e in self.training_envs() if e.env_id not in reused]
         runner = self.rollouts.at(f"u{self.updates:04d}-s{self.step:05d}-train", self.updates)
-        start = 0
-        for _ in range(self.cfg.flywheel.max_group_draws):
-            need = trainer.envs_per_update - len(kept)  # only as many envs as groups are still missing
-            batch, start = envs[start:start + max(need, 0)], start + max(need, 0)
-            if not batch:
+        for draw in range(self.cfg.flywheel.max_group_draws):
+            batch = envs[draw * trainer.envs_per_update:(draw + 1) * trainer.envs_per_update]
+            if not batch or len(kept) >= trainer.envs_per_update:
                 break
             rolled = runner.run([e.load() for e in batch], trainer.attempts_per_env)
             groups = self.solver.groups_of(rolled)
