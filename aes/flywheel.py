@@ -140,6 +140,7 @@ class Flywheel:
     def train_step(self, round_: int) -> dict | None:
         """One DPPO update on fresh solver groups with reward spread, plus (once, in the update
         right after their generation) the proposer's groups when the policy is shared."""
+        self.solver.prepare()  # the trainer loads while the rollouts run
         with self.clock("solver_rollouts"):
             groups, collected = self.solver_groups()
         proposer = self.pending_proposer_groups(round_)

@@ -188,10 +188,10 @@ def test_the_embedded_default_runs_at_laptop_scale():
     cfg = compose_line("python -m aes.run")
     assert (cfg.proposer.backend, cfg.solver.backend) == ("local", "local")
     t, f, h = cfg.trainer, cfg.flywheel, cfg.harness
-    assert (t.envs_per_update, t.attempts_per_env, t.max_seq_len, t.micro_batch_tokens) == (2, 4, 4096, 4096)
+    assert (t.envs_per_update, t.attempts_per_env, t.max_seq_len, t.micro_batch_tokens) == (1, 4, 4096, 4096)
     assert (cfg.agent.max_turns, cfg.solver.max_tokens, cfg.proposer.max_tokens) == (4, 256, 512)
-    assert (h.max_turns, h.max_revisions, h.episodes_at_once) == (10, 1, 1)
-    assert (f.rounds, f.assignments_per_round, f.proposer_interval, f.max_group_draws) == (1, 1, 1, 2)
+    assert (h.max_turns, h.max_revisions, h.episodes_at_once, h.episode_timeout_sec) == (10, 1, 1, 120)
+    assert (f.rounds, f.assignments_per_round, f.proposer_interval, f.max_group_draws) == (1, 1, 1, 3)
     assert (cfg.sandbox.default_cpus, cfg.sandbox.default_memory_mb) == (1, 2048)
     assert compose_config(["experiment=embedded"]) == cfg
 
@@ -199,7 +199,7 @@ def test_the_embedded_default_runs_at_laptop_scale():
 def test_laptop_sizes_follow_each_model_choice():
     claude_on_laptop = compose_config(["proposer=claude"])  # frontier proposer, embedded solver
     assert claude_on_laptop.harness.max_turns is None and claude_on_laptop.harness.max_revisions == 2
-    assert claude_on_laptop.trainer.envs_per_update == 2 and claude_on_laptop.agent.max_turns == 4
+    assert claude_on_laptop.trainer.envs_per_update == 1 and claude_on_laptop.agent.max_turns == 4
     open_solver = compose_config(["solver=qwen"])  # embedded proposer, open solver
     assert open_solver.harness.max_turns == 10 and open_solver.trainer.envs_per_update == 16
     back = compose_config(["experiment=paper_frontier", "solver=local", "proposer=local"])

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,15 +43,30 @@ class TrainableSolver:
     def __init__(self, cfg: AesConfig, chat: ChatModel, policy: Any, sync: Any = None):
         self.cfg, self.chat, self.policy, self.sync = cfg, chat, policy, sync
         self._trainer = None
+        self._building: Future | None = None
+
+    def _build(self):
+        from aes.train.trainer import DPPOTrainer
+
+        if isinstance(self.policy, _Lazy):
+            self.policy = self.policy.load()
+        return DPPOTrainer(self.cfg.trainer, self.policy, self.sync)
+
+    def prepare(self) -> None:
+        """Start building the trainer (loading the policy, starting its engine) in the background,
+        so that it is ready when the rollouts running meanwhile are done; an error it raises
+        surfaces where the trainer is first used."""
+        if self._trainer is None and self._building is None:
+            self._building = ThreadPoolExecutor(1, thread_name_prefix="aes-trainer-build").submit(self._build)
 
     @property
     def trainer(self):
         if self._trainer is None:
-            from aes.train.trainer import DPPOTrainer
-
-            if isinstance(self.policy, _Lazy):
-                self.policy = self.policy.load()
-            self._trainer = DPPOTrainer(self.cfg.trainer, self.policy, self.sync)
+            if self._building is not None:
+                building, self._building = self._building, None
+                self._trainer = building.result()
+            else:
+                self._trainer = self._build()
         return self._trainer
 
     def proposer(self, cfg: AesConfig, budget: RunBudget) -> ChatModel:
@@ -109,6 +125,12 @@ class TrainableSolver:
             log.info("resumed the solver from %s (update %s)", directory, step)
 
     def close(self) -> None:
+        if self._building is not None:  # a build still running: let it finish, then close what it built
+            try:
+                self._trainer = self._building.result()
+            except Exception as exc:  # noqa: BLE001 - closing: the run already ended
+                log.warning("the trainer being built when the run ended failed: %s", exc)
+            self._building = None
         if self._trainer is not None:
             self._trainer.close()
         self.chat.close()

@@ -26,6 +26,9 @@ class SimulatedSolver:
         self.cfg, self.chat = cfg, chat
         self.proposer_trained = 0
 
+    def prepare(self) -> None:
+        """Nothing to build ahead of the first update."""
+
     def groups_of(self, rollouts: dict) -> list:
         return [Group(env_id, [Episode([], r.reward, r.path or "") for r in env.records if r.reward is not None],
                       SOLVER, {"env_id": env_id}) for env_id, env in rollouts.items() if env.records]
