@@ -168,6 +168,7 @@ def assert_paper_sizes(cfg) -> None:
                                                                                             revisions)
     assert (s.default_cpus, s.default_memory_mb) == (4, 8192)
     assert (c.initial_attempts, c.expanded_attempts, c.band_low, c.band_high, c.min_std) == (4, 8, 0.25, 0.75, 0.1)
+    assert (f.parent_attempts or c.initial_attempts) == 4
     assert cfg.agent.max_turns is None and cfg.solver.max_tokens >= 8192
     if f.shared_policy:
         assert f.proposer_samples == 128  # one proposer group per generation
@@ -190,8 +191,8 @@ def test_the_embedded_default_runs_at_laptop_scale():
     t, f, h = cfg.trainer, cfg.flywheel, cfg.harness
     assert (t.envs_per_update, t.attempts_per_env, t.max_seq_len, t.micro_batch_tokens) == (1, 4, 4096, 4096)
     assert (cfg.agent.max_turns, cfg.solver.max_tokens, cfg.proposer.max_tokens) == (4, 256, 512)
-    assert (h.max_turns, h.max_revisions, h.episodes_at_once, h.episode_timeout_sec) == (10, 1, 1, 120)
-    assert (f.rounds, f.assignments_per_round, f.proposer_interval, f.max_group_draws) == (1, 1, 1, 3)
+    assert (h.max_turns, h.max_revisions, h.episodes_at_once, h.episode_timeout_sec) == (10, 1, 1, 90)
+    assert (f.rounds, f.assignments_per_round, f.proposer_interval, f.max_group_draws, f.parent_attempts) == (1, 1, 1, 3, 2)
     assert (cfg.sandbox.default_cpus, cfg.sandbox.default_memory_mb) == (1, 2048)
     assert compose_config(["experiment=embedded"]) == cfg
 

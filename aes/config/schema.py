@@ -544,6 +544,9 @@ class FlywheelConfig:
     """A refresh never retires envs below this many admitted ones."""
     max_group_draws: int = 3
     """Draw up to this many times ``trainer.envs_per_update`` envs looking for groups with reward spread."""
+    parent_attempts: Optional[int] = None
+    """Fresh solver attempts on each assignment's parent env before a generation (None:
+    ``calibration.initial_attempts``, the paper's 4); those with reward spread also train."""
     refresh: bool = True
     """Review the pool every ``trainer.updates_per_refresh`` updates, retiring envs that left the band
     (off: a static pool, the Tmax-style baseline of experiment=static_pool)."""
@@ -563,6 +566,8 @@ class FlywheelConfig:
             raise ConfigError(f"flywheel.carry_max_updates must be >= 0, got {self.carry_max_updates}")
         if self.proposer_interval < 1:
             raise ConfigError(f"flywheel.proposer_interval must be >= 1, got {self.proposer_interval}")
+        if self.parent_attempts is not None and self.parent_attempts < 1:
+            raise ConfigError(f"flywheel.parent_attempts must be >= 1 or null, got {self.parent_attempts}")
 
 
 @dataclass

@@ -104,7 +104,7 @@ def assign(stack: ProposerStack, n: int, round: int, first: list[str] | None = N
     """``n`` assignments, from the solver's newest rollouts: the envs in ``first`` (a refresh's
     replacements) before the least-used admitted envs."""
     parents = pick_parents(stack, n, round, first)
-    rows = fresh_rows(stack, parents, stack.cfg.calibration.initial_attempts)
+    rows = fresh_rows(stack, parents, stack.cfg.flywheel.parent_attempts or stack.cfg.calibration.initial_attempts)
     return make_assignments([(e.env_id, e.name) for e in parents], list(rows.values()),
                             stack.rollouts.solver_name, round)
 

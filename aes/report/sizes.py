@@ -39,6 +39,7 @@ def describe_sizes(cfg: AesConfig) -> str:
                              + (" (shared policy)" if fly.shared_policy else "")),
         ("proposer interval", f"k = {fly.proposer_interval} solver updates; pool review every "
                               f"{trainer.updates_per_refresh}"),
+        ("parent rollouts", f"{fly.parent_attempts or cal.initial_attempts} attempts per assignment's parent"),
         ("calibration attempts", f"{cal.initial_attempts}, {cal.expanded_attempts} near a band edge"),
         ("training batch", f"{trainer.envs_per_update} envs x {trainer.attempts_per_env} attempts"),
         ("solver agent turns", _turns(cfg.agent.max_turns, "task's agent timeout")),
