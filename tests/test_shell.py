@@ -71,6 +71,14 @@ def test_syntax_error_does_not_hang_or_kill_the_session(shell):
 
 
 @pytestmark_docker
+def test_a_command_of_comments_only_keeps_the_session(shell):
+    assert shell.run("cd /etc", 10).exit_code == 0
+    out = shell.run("# list the files\n# then read them", 10)
+    assert (out.exit_code, out.output) == (0, "")  # what `bash -c` gives a script of comments
+    assert shell.run("pwd", 10).output.strip() == "/etc"
+
+
+@pytestmark_docker
 def test_background_job_output_does_not_leak_into_later_commands(shell):
     shell.run("(sleep 0.5; echo LATE) &", 10)
     import time

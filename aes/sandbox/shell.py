@@ -128,7 +128,8 @@ class ShellSession:
             else:
                 self._drain()
             marker = f"__aes_done_{uuid.uuid4().hex}__".encode()
-            script = f"{{\n{command}\n}} < /dev/null 2>&1\nprintf '\\n%s %d\\n' {marker.decode()} $?\n"
+            # `:` first: a group of comments only would be a syntax error, which ends a non-interactive bash
+            script = f"{{ :\n{command}\n}} < /dev/null 2>&1\nprintf '\\n%s %d\\n' {marker.decode()} $?\n"
             self.raw.sendall(script.encode())
         except requests.exceptions.ConnectionError:
             self.close()
