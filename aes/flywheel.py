@@ -242,11 +242,12 @@ class Flywheel:
                 env.records.append(AttemptRecord(row["env_id"], row["solver"], len(env.records), reward, "ok",
                                                  path=str(self.rollouts.root / path)))
         groups = self.solver.groups_of(found) if found else []
-        kept = [g for g in groups if has_spread(g.rewards)][: self.cfg.trainer.envs_per_update]
+        spread = [g for g in groups if has_spread(g.rewards)]
+        kept = spread[: self.cfg.trainer.envs_per_update]
         taken = {g.meta.get("env_id") for g in kept}
-        spent = {env_id for env_id in keys if env_id in taken or env_id not in found
-                 or not any(g.meta.get("env_id") == env_id and has_spread(g.rewards) for g in groups)}
-        if spent:  # used, flat or broken: never looked at again (spread groups left over wait for the next update)
+        # used, flat or broken: never looked at again (spread groups left over wait for the next update)
+        spent = set(keys) - ({g.meta.get("env_id") for g in spread} - taken)
+        if spent:
             self.pool.set_meta("flywheel.used_rollouts", sorted(used | {k for e in spent for k in keys[e]}))
         if kept:
             log.info("update %d takes %d group(s) with reward spread from this policy's own rollouts (%s) instead of "

@@ -140,3 +140,34 @@ def test_updates_take_the_policys_own_generation_rollouts_before_rolling_again(r
     index = [json.loads(line) for line in (run_dir / "trajectories" / "index.jsonl").read_text().splitlines()]
     versions = {f"{r['env_id']}@{r['batch']}": r["policy_version"] for r in index}
     assert all(k.split("@", 1)[1].startswith(f"u{versions[k]:04d}-") for k in used)  # only the policy's own
+
+
+def test_hinted_evaluation_training_retired_and_stale_rollouts_never_train_again(tmp_path):
+    """What an update may take from the index: the current policy's own generation rollouts of an
+    admitted env, whole and scored, once. A hinted diagnostic attempt (the solution in its prompt),
+    an evaluation batch (the benchmark), a training batch already used, a retired env, an older
+    policy's rollouts and a group with an unscored attempt must never come back as training data."""
+    cfg = compose_config(["experiment=simulated", "flywheel.rounds=1"])
+    flywheel = Flywheel(build_flywheel(cfg, tmp_path))
+    try:
+        a, b, c, d = _seed(flywheel)[:4]
+        flywheel.pool.set_status(d.env_id, "retired")
+        name = flywheel.rollouts.solver_name
+
+        def row(env, batch, solver=name, version=0, errors=0, rewards=(0.0, 1.0)):
+            return {"env_id": env.env_id, "task": env.name, "solver": solver, "attempts": len(rewards),
+                    "rewards": list(rewards), "errors": errors, "batch": batch, "policy_version": version,
+                    "paths": [f"{env.env_id}/{batch}/{i}.json" for i in range(len(rewards) - errors)]}
+
+        rows = [row(a, "u0000-g0", solver=f"{name}-diagnostic"), row(a, "eval-u0000"),
+                row(a, "u0000-s00000-train"), row(d, "u0000-g0-assign"), row(c, "u0000-g0", version=1),
+                row(c, "u0000-g0-assign", errors=1, rewards=(0.0, 1.0, None)),
+                row(b, "u0000-g0-assign")]
+        index = flywheel.rollouts.root / "index.jsonl"
+        index.parent.mkdir(parents=True, exist_ok=True)
+        index.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        groups, _ = flywheel.unused_groups()
+        assert [g.meta["env_id"] for g in groups] == [b.env_id]
+        assert flywheel.unused_groups()[0] == []  # each batch trains once
+    finally:
+        flywheel.close()

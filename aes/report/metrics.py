@@ -77,18 +77,16 @@ class MetricsLogger:
     def close(self) -> None:
         if self._wandb is None:
             return
+        import wandb
+
         report = RunPaths(self.run_dir).report
         if report.is_file():
-            import wandb
-
             artifact = wandb.Artifact(f"report-{self._wandb.id}", type="report",
                                       description=f"report.html of run dir {self.run_dir}")
             artifact.add_file(str(report), name="report.html")
             self._wandb.log_artifact(artifact)
         self._wandb.finish()
         self._wandb = None
-        import wandb
-
         # finish() can return before wandb's core process has written the last records to the
         # run's .wandb file; teardown waits for it, so the file is whole for `wandb sync`.
         wandb.teardown()

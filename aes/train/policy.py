@@ -57,7 +57,9 @@ class TrainableSolver:
         so that it is ready when the rollouts running meanwhile are done; an error it raises
         surfaces where the trainer is first used."""
         if self._trainer is None and self._building is None:
-            self._building = ThreadPoolExecutor(1, thread_name_prefix="aes-trainer-build").submit(self._build)
+            builder = ThreadPoolExecutor(1, thread_name_prefix="aes-trainer-build")
+            self._building = builder.submit(self._build)
+            builder.shutdown(wait=False)  # its one job still runs; the thread ends with it
 
     @property
     def trainer(self):
