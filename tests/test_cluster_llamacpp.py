@@ -12,6 +12,7 @@ embedded SmolLM2 GGUF): what DPPO needs from every model call is exact.
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import pytest
@@ -117,3 +118,25 @@ def test_calls_spread_over_both_servers_and_an_episode_stays_on_one(servers):
     assert sorted(grew) == [0, 2]  # both later turns on one server
     status, _ = http_get(group.specs[0].health_url)
     assert status == 200
+
+
+def test_a_server_stops_on_sigterm_right_after_it_is_healthy(tmp_path):
+    """SIGTERM at any moment ends the server cleanly (status 0, its ``stopping`` line), never by the
+    SIGKILL that follows an ignored SIGTERM: a job's teardown and every weight push depend on it."""
+    from aes.cluster.servers import ServerProcess, ServerSpec, free_port, wait_healthy
+
+    log = tmp_path / "server.log"
+    for attempt in range(5):
+        port = free_port()
+        command = [sys.executable, "-m", "aes.cluster.llamacpp_server", "--model", "smollm2-135m-instruct",
+                   "--port", str(port), "--threads", "1", "--ctx", "512", "--parallel", "1"]
+        spec = ServerSpec(0, "llamacpp", "smollm2-135m-instruct", command, {}, "127.0.0.1", port, "127.0.0.1", log)
+        server = ServerProcess(spec, stop_timeout=20)
+        server.start()
+        guard = server.proc
+        try:
+            wait_healthy([spec], {0: server}, 120)
+        finally:
+            server.stop()
+        assert guard.returncode == 0, f"attempt {attempt}: the server did not stop on SIGTERM\n{log.read_text()}"
+    assert log.read_text().count("stopping") == 5

@@ -17,7 +17,6 @@ import argparse
 import os
 import signal
 import sys
-import threading
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -58,9 +57,11 @@ def main(argv: list[str] | None = None) -> int:
         params.model_alias = {args.alias}
     if args.gpu_layers is not None:
         params.n_gpu_layers = int(args.gpu_layers)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    # SIGTERM and SIGINT are blocked before llama.cpp starts its threads (they inherit the mask, so
+    # no signal interrupts their system calls) and are taken synchronously by the main thread below.
+    # A Python handler that sets an Event can deadlock against the main thread's own Event.wait.
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     try:
         server = xllamacpp.Server(params)
     except Exception as exc:  # xllamacpp raises without detail: say what was asked
@@ -69,10 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"serving {path} at {server.listening_address} ({params.n_parallel} slots x {args.ctx} tokens, "
           f"{threads} threads)", flush=True)
-    # A signal may be delivered to one of llama.cpp's threads: Python runs the handler only when the
-    # main thread wakes, so it wakes often instead of blocking until the event is set.
-    while not stop.wait(0.25):
-        pass
+    signal.sigwait(stop_signals)
     print("stopping", flush=True)
     del server  # the destructor stops llama.cpp's loop and its HTTP listener
     return 0
