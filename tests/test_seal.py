@@ -79,9 +79,82 @@ def test_deletions_never_remove_the_runtime_or_users():
 
 def test_image_start_up_hooks_are_cleared():
     env = {"PATH": "/usr/bin", "LD_PRELOAD": "/app/x.so", "LD_LIBRARY_PATH": "/app", "BASH_ENV": "/app/e.sh",
-           "PYTHONPATH": "/app", "PYTHONSTARTUP": "/app/s.py", "NODE_OPTIONS": "--require /app/x.js", "LANG": "C"}
+           "PYTHONPATH": "/app", "PYTHONSTARTUP": "/app/s.py", "NODE_OPTIONS": "--require /app/x.js", "LANG": "C",
+           "BASH_FUNC_python3%%": "() { echo 1; }", "PYTHONPYCACHEPREFIX": "/app/pyc", "PYTEST_ADDOPTS": "-c /app/x",
+           "LUA_INIT": "@/app/x.lua"}
     assert cleared_env(env) == {k: "" for k in ("LD_PRELOAD", "LD_LIBRARY_PATH", "BASH_ENV", "PYTHONPATH",
-                                                "PYTHONSTARTUP", "NODE_OPTIONS")}
+                                                "PYTHONSTARTUP", "NODE_OPTIONS", "BASH_FUNC_python3%%",
+                                                "PYTHONPYCACHEPREFIX", "PYTEST_ADDOPTS", "LUA_INIT")}
+
+
+@pytest.mark.parametrize("path", ["/opt/venv/pip.conf", "/app/h/.config/pip/pip.conf", "/srv/uv.toml",
+                                  "/app/.npmrc", "/app/h/.gitconfig", "/data/.bashrc", "/app/pkg/.condarc"])
+def test_tool_configuration_is_not_carried_wherever_it_lies(path):
+    assert "configures" in POLICY.deny_reason(path, is_dir=False)
+
+
+def test_the_images_homes_keep_their_tool_directories():
+    policy = SealPolicy({"HOME": "/workspace"}, workdir="/workspace", homes=("/var/lib/postgresql", "/root"))
+    for path in ("/var/lib/postgresql/.config/x", "/workspace/.cache/uv/x", "/workspace/.local/bin/pytest"):
+        assert "home" in policy.deny_reason(path, is_dir=False), path
+    for path in ("/workspace/.env", "/workspace/.git/HEAD", "/var/lib/postgresql/data/pg_hba.conf",
+                 "/var/www/.htaccess"):
+        assert policy.deny_reason(path, is_dir=False) is None, path
+
+
+def test_interpreter_prefixes_the_tests_use_are_not_carried():
+    from aes.sandbox.seal import prefix_candidates, tools_in
+
+    script = "cd /tests\n/opt/tvenv/bin/pip install -q x && /srv/app/bin/server --check\n/app/.venv/bin/python t.py\n"
+    tools = tools_in(script)
+    assert tools == ("/opt/tvenv/bin/pip", "/srv/app/bin/server", "/app/.venv/bin/python")
+    candidates = prefix_candidates(("/opt/conda/bin", "/usr/local/bin", "/app/bin", "/home/u/bin"), tools, "/app", ())
+    assert candidates == ("/opt/conda", "/opt/tvenv", "/srv/app", "/app/.venv")
+    policy = SealPolicy({}, workdir="/app", prefixes=("/opt/tvenv",))  # the verifier keeps those with an interpreter
+    assert "install prefix" in policy.deny_reason("/opt/tvenv/lib/helper.sh", is_dir=False)
+    assert policy.deny_reason("/srv/app/lib/parser.py", is_dir=False) is None  # a project's code: the agent's work
+    assert policy.deny_deletion("/opt") and policy.deny_deletion("/opt/tvenv")
+
+
+def test_the_images_service_scripts_are_not_replaced():
+    assert POLICY.in_bin_dir("/etc/init.d/nginx") and POLICY.in_bin_dir("/etc/default/nginx")
+    assert not POLICY.in_bin_dir("/etc/nginx/nginx.conf")
+
+
+def test_git_configuration_loses_only_its_command_valued_keys():
+    from aes.sandbox.gitconfig import sanitize
+
+    text = ('[core]\n\trepositoryformatversion = 0\n\tpager = /app/x\n\tfsmonitor = /app/x\n'
+            '[filter "lfs"]\n\tclean = /app/x %f\n[user]\n\tname = A\n[alias]\n\tst = status\n\tx = "!sh /app/x"\n'
+            '[diff "bin"] textconv = /app/x\n[remote "origin"]\n\turl = ext::sh -c /app/x\n'
+            '\tfetch = +refs/heads/*:refs/remotes/origin/*\n[diff]\n\texternal = /app/x \\\n  --more\n'
+            '[include]\n\tpath = /app/more\n[includeIf "gitdir:/app/"]\n\tpath = /app/more\n[Core]\n\tEditor = /app/x\n'
+            '[log]\n\tshowSignature = true\n[gpg]\n\tprogram = /app/x\n[branch "main"]\n\tremote = origin\n'
+            '[submodule "m"]\n\tupdate = !/app/x\n\turl = ../m\n[merge "ours"]\n\tdriver = /app/x\n')
+    out, dropped = sanitize(text)
+    assert "/app/x" not in out and "/app/more" not in out and "--more" not in out
+    for kept in ("repositoryformatversion = 0", "name = A", "st = status", "fetch = +refs", "remote = origin",
+                 "url = ../m", '[branch "main"]'):
+        assert kept in out, kept
+    assert len(dropped) == 14, dropped
+
+
+def test_a_carried_repository_config_is_sanitized(tmp_path):
+    import tarfile
+
+    upper, merged = tmp_path / "upper", tmp_path / "merged"
+    for base in (upper, merged):
+        (base / "app" / ".git").mkdir(parents=True)
+        (base / "app" / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+        (base / "app" / ".git" / "config").write_text('[core]\n\tbare = false\n[filter "x"]\n\tclean = /app/x\n')
+        (base / "app" / "config").write_text('[filter "x"]\n\tclean = kept: not a repository\n')
+    carry = carry_from_host(str(upper), str(merged), SealPolicy({}), lambda p: False, 1000, 1 << 20)
+    with tarfile.open(fileobj=carry.archive) as tar:
+        repo = tar.extractfile("app/.git/config").read().decode()
+        plain = tar.extractfile("app/config").read().decode()
+    assert "bare = false" in repo and "clean" not in repo and "kept" in plain
+    assert carry.sanitized == {"/app/.git/config": ["filter.x.clean"]}
+    assert "carried without filter.x.clean" in carry.summary()
 
 
 def test_outcomes_are_partitioned():

@@ -30,7 +30,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.security]
 IN_PLACE_FORGEABLE = ("fake_python", "fake_pytest_package", "sitecustomize", "pth_file", "alternatives_redirect",
                       "shadow_on_path", "venv_python_replaced", "waits_for_tests", "image_env_hooks",
                       "cwd_module_shadow", "answer_links_to_expected", "answer_links_to_verifier_scratch",
-                      "answer_hardlinks_verifier_scratch")
+                      "answer_hardlinks_verifier_scratch", "init_script_replaced", "venv_pip_conf",
+                      "pip_conf_in_moved_home", "git_config_in_moved_home", "git_filter_in_repo",
+                      "git_external_diff_in_repo", "git_include_in_repo", "bash_exported_function")
 """Attacks that do earn 1 under Harbor's in-place verification (sandbox.trusted_verifier=false):
 proof that the attacks are real, and the reason the sealed verifier is the default."""
 
@@ -49,6 +51,18 @@ def in_place(sandbox, cfg):
 def test_attack_on_the_verifier_earns_nothing(runner, tmp_path, attack):
     result = runner.run(load_task(task_for(tmp_path, ATTACKS[attack])), OracleAgent())
     assert held(result), (result.outcome, result.reward, result.detail, result.verifier_output[-500:])
+
+
+@pytest.mark.parametrize("attack", [a.name for a in CATALOGUE])
+def test_attack_earns_nothing_when_changes_are_read_through_the_engine(runner, tmp_path, attack, monkeypatch):
+    """The same catalogue with the agent's changes read through the engine's API (``docker diff`` and
+    archives), as on remote or rootless engines and for a container the freezer could not stop: an
+    agent that makes its freeze fail must not find a weaker path (``symlinked_tool_dir`` forged 1
+    there while the layer reader held)."""
+    monkeypatch.setattr("aes.sandbox.verifier.host_layer", lambda container: None)
+    result = runner.run(load_task(task_for(tmp_path, ATTACKS[attack])), OracleAgent())
+    assert held(result), (result.outcome, result.reward, result.detail, result.verifier_output[-500:])
+    assert "(engine API)" in result.agent_info.get("carried", "(engine API): nothing was carried")
 
 
 def _variants():

@@ -13,11 +13,13 @@ paths to delete. Two ways to find and read them, with the same result:
 
 Every symlink or hard link is carried as a copy of the regular file it points to (links to
 directories, dangling links and special files are dropped): a carried path can never alias a
-file the verifier writes later. Set-user/group-ID bits are cleared.
+file the verifier writes later. Set-user/group-ID bits are cleared. A git repository's
+``config`` is carried without its command-valued keys (:mod:`aes.sandbox.gitconfig`).
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import posixpath
@@ -30,12 +32,15 @@ from typing import BinaryIO, Callable, Iterator
 
 import docker.errors
 
+from aes.sandbox import gitconfig
 from aes.sandbox.seal import SealPolicy
 
 log = logging.getLogger(__name__)
 
 SPOOL_BYTES = 16 << 20
 _MAX_HOPS = 40
+GIT_CONFIG_MAX_BYTES = 1 << 20
+"""A repository configuration larger than this is not carried (git's own are a few hundred bytes)."""
 
 
 class CarryError(RuntimeError):
@@ -52,6 +57,8 @@ class Carry:
     bytes: int = 0
     skipped: Counter = field(default_factory=Counter)
     """Reason -> number of changed paths not carried."""
+    sanitized: dict[str, list[str]] = field(default_factory=dict)
+    """Git configuration files carried without these command-valued keys."""
     method: str = ""
 
     def summary(self) -> str:
@@ -59,6 +66,8 @@ class Carry:
         if self.skipped:
             top = ", ".join(f"{n} x {why}" for why, n in self.skipped.most_common(4))
             parts.append(f"not carried: {top}")
+        for path, keys in list(self.sanitized.items())[:3]:
+            parts.append(f"{path} carried without {', '.join(keys[:6])}")
         return "; ".join(parts)
 
     def close(self) -> None:
@@ -67,10 +76,16 @@ class Carry:
 
 
 class _Writer:
-    """Writes carried entries to a spooled tar, within entry and byte limits."""
+    """Writes carried entries to a spooled tar, within entry and byte limits.
 
-    def __init__(self, max_entries: int, max_bytes: int):
+    ``is_repository``: whether a directory is a git repository's (holds ``HEAD``), so that its
+    ``config`` is written without command-valued keys.
+    """
+
+    def __init__(self, max_entries: int, max_bytes: int, carry: Carry | None = None,
+                 is_repository: Callable[[str], bool] = lambda path: False):
         self.max_entries, self.max_bytes = max_entries, max_bytes
+        self.carry, self.is_repository = carry, is_repository
         self.buf = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
         self.tar = tarfile.open(fileobj=self.buf, mode="w", format=tarfile.PAX_FORMAT)
         self.entries = self.files = self.bytes = 0
@@ -97,6 +112,11 @@ class _Writer:
     def file(self, path: str, handle: BinaryIO, size: int, mode: int, uid: int, gid: int, mtime: float) -> None:
         if path in self.seen:
             return
+        parent = posixpath.dirname(path)
+        if gitconfig.is_repository_config(posixpath.basename(path), parent.endswith(".git") or self.is_repository(parent)):
+            handle, size = self._git_config(path, handle, size)
+            if handle is None:
+                return
         self.seen.add(path)
         self._count(size)
         info = tarfile.TarInfo(path.lstrip("/"))
@@ -104,6 +124,18 @@ class _Writer:
         info.uid, info.gid, info.mtime = uid, gid, int(mtime)
         self.tar.addfile(info, handle)
         self.files += 1
+
+    def _git_config(self, path: str, handle: BinaryIO, size: int) -> tuple[BinaryIO | None, int]:
+        """The repository configuration at ``path`` without its command-valued keys."""
+        if size > GIT_CONFIG_MAX_BYTES:
+            if self.carry is not None:
+                self.carry.skipped["git configuration over 1 MiB"] += 1
+            return None, 0
+        text, dropped = gitconfig.sanitize(handle.read(GIT_CONFIG_MAX_BYTES).decode("utf-8", "surrogateescape"))
+        if dropped and self.carry is not None:
+            self.carry.sanitized[path] = dropped
+        data = text.encode("utf-8", "surrogateescape")
+        return io.BytesIO(data), len(data)
 
     def finish(self, carry: Carry) -> Carry:
         self.tar.close()
@@ -206,6 +238,10 @@ class SafeTree:
         return "/" + "/".join(done)
 
 
+def _regular(st: os.stat_result | None) -> bool:
+    return st is not None and stat.S_ISREG(st.st_mode)
+
+
 def _xattr(path: str, name: str) -> bytes | None:
     try:
         return os.getxattr(path, name, follow_symlinks=False)
@@ -266,8 +302,9 @@ def carry_from_host(upper: str, merged: str, policy: SealPolicy, pristine: Calla
                     max_entries: int, max_bytes: int, engine_files: frozenset[str] = frozenset()) -> Carry:
     """The carry of a paused container read from its overlay2 layer on this host (``engine_files``:
     paths the engine, not the agent, put there)."""
-    carry, writer = Carry(method="overlay2 layer"), _Writer(max_entries, max_bytes)
+    carry = Carry(method="overlay2 layer")
     tree = SafeTree(merged)
+    writer = _Writer(max_entries, max_bytes, carry, lambda d: _regular(tree.lstat(d + "/HEAD")))
     try:
         for path, entry_st, opaque, redirected in _walk_upper(upper):
             if path in engine_files:
@@ -391,19 +428,22 @@ def _delete(path: str, policy: SealPolicy, carry: Carry) -> None:
 
 
 # -- through the engine's API (remote or rootless engines, other storage drivers) -------------------
-def carry_from_api(container, policy: SealPolicy, pristine: Callable[[str], bool],
+def carry_from_api(container, policy: SealPolicy, pristine: Callable[[str], object],
                    max_entries: int, max_bytes: int) -> Carry:
-    """The carry of a paused or stopped container through ``docker diff`` and archive downloads."""
+    """The carry of a paused or stopped container through ``docker diff`` and archive downloads
+    (``pristine``: the engine's stat of a path in the pristine image, None where it has none)."""
     api, cid = container.api, container.id
-    carry, writer = Carry(method="engine API"), _Writer(max_entries, max_bytes)
+    carry = Carry(method="engine API")
+    writer = _Writer(max_entries, max_bytes, carry, lambda d: container.stat(d + "/HEAD") is not None)
     changes = sorted(api.diff(cid) or [], key=lambda c: c["Path"])
     if len(changes) > max_entries:
         raise CarryError(f"the agent changed more than {max_entries} paths (sandbox.max_carry_entries)")
     fetched: list[str] = []
+    blocked: list[str] = []
     try:
         for change in changes:
             path, kind = change["Path"], change["Kind"]
-            if any(path.startswith(root.rstrip("/") + "/") for root in fetched):
+            if any(path.startswith(root.rstrip("/") + "/") for root in (*fetched, *blocked)):
                 continue
             if kind == 2:
                 _delete(path, policy, carry)
@@ -417,7 +457,19 @@ def carry_from_api(container, policy: SealPolicy, pristine: Callable[[str], bool
                 carry.skipped[why] += 1
                 continue
             if is_dir and kind == 0:
-                continue  # an existing directory: its changed children are listed on their own
+                # an existing directory: its changed children are listed on their own. Where the
+                # image has a symlink the agent replaced with a directory, the link goes first, so
+                # no child is written through it into what the link points to.
+                before = pristine(path)
+                if isinstance(before, dict) and before.get("linkTarget"):
+                    why = policy.deny_deletion(path)
+                    if why:
+                        carry.skipped[why] += 1
+                        blocked.append(path)
+                    else:
+                        carry.deletions.append(path)
+                        writer.directory(path, head["mode"] & 0o777, 0, 0, 0)
+                continue
             if not is_dir and kind == 0 and policy.in_bin_dir(path):
                 carry.skipped[policy.MODIFIED_TOOL] += 1
                 continue

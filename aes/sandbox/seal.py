@@ -17,17 +17,32 @@ Not carried, and why:
     ``dist-packages``, ``node_modules``), ``pyvenv.cfg`` (a venv's ``home`` picks the stdlib),
     ``sitecustomize.py`` / ``usercustomize.py`` and ``*.pth`` (code run at interpreter start);
   * files the image already had in any ``bin``/``sbin`` directory (e.g. a venv's ``python`` or
-    ``pytest`` under ``/opt``), which tests call by absolute path;
+    ``pytest`` under ``/opt``), which tests call by absolute path, or in the service scripts'
+    directories (``/etc/init.d``, ``/etc/default``, ``/etc/rc?.d``), which tests start services with;
   * configuration that changes what tools load or run: ``/etc/ld.so.*``, ``alternatives``,
     shell profiles and rc files, ``/etc/python*`` and ``/etc/perl`` (on the interpreters'
     search paths), package-manager configuration and state (``/etc/apt``, ``/var/lib/dpkg``,
     ``pip.conf``, ``uv``, ``npmrc``, ``gitconfig``), CA bundles, ``nsswitch.conf``;
   * dot-entries in home directories (``~/.local``, ``~/.cache``, ``~/.config``, rc files: where
-    uv, pip, git and npm read settings and keep managed interpreters and caches);
+    uv, pip, git and npm read settings and keep managed interpreters and caches): all of them in
+    ``/root`` and ``/home/*``; the tool directories (:data:`HOME_TOOL_DIRS`) of every other home
+    the image's ``/etc/passwd`` or ``HOME`` names (a daemon's ``/var/lib/x``, a user whose home is
+    the workdir). The verifier runs with ``HOME`` set to the pristine image's home of its user,
+    so a changed ``/etc/passwd`` cannot move it;
+  * tool configuration by name, wherever it lies (:data:`TOOL_CONFIG_NAMES`: ``pip.conf`` in a
+    venv, ``uv.toml``, ``.npmrc``, ``.gitconfig``, shell rc files): a package manager the tests
+    run would install what it names;
+  * the install prefix of an interpreter environment the tests use: the parent of a ``bin``
+    directory on the image's ``PATH`` or of a tool the task's test scripts call by absolute path,
+    when the pristine image shows an interpreter there (:data:`INTERPRETER_MARKERS`:
+    ``/opt/venv/bin/pip`` protects ``/opt/venv``, its ``pip.conf``, libraries and helpers);
   * top-level files and dot-entries and ``/node_modules``: the tests run in ``/tests``, and
     tools look for configuration in the working directory's ancestors (``/pyproject.toml``,
     ``/uv.toml``, ``/pytest.ini``, ``/conftest.py``, ``/.git``, ``/package.json``);
   * the verifier's own paths ``/tests``, ``/logs``, ``/solution``, and kernel file systems.
+
+A git repository's ``config`` is carried without its command-valued keys (filters, external
+diffs, pagers, signature programs, shell aliases: :mod:`aes.sandbox.gitconfig`).
 
 A deletion is carried unless the path is protected or contains a protected root; an agent
 cannot delete ``/etc/passwd`` (``docker exec -u`` needs it). Symlinks and hard links are
@@ -65,6 +80,28 @@ NO_DELETE = ("/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow")
 
 TOP_DIRS_DENIED = ("node_modules", "venv")
 """Top-level directories tools find from the tests' working directory."""
+
+TOOL_CONFIG_NAMES = frozenset({
+    "pip.conf", "pip.ini", "uv.toml", ".npmrc", ".yarnrc", ".yarnrc.yml", ".condarc", "condarc",
+    ".pydistutils.cfg", "pydistutils.cfg", ".pypirc", ".gitconfig", ".hgrc", "hgrc", ".curlrc", ".wgetrc",
+    ".netrc", ".Rprofile", "Rprofile.site", ".gemrc", ".bashrc", ".bash_profile", ".bash_login", ".bash_logout",
+    ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".kshrc", ".mkshrc", ".inputrc",
+})
+"""File names that configure a package manager, a VCS or a shell wherever they lie (a venv's
+``pip.conf``, a moved home's ``.config/pip/pip.conf``): never a task's deliverable that tests
+need as written, and a way to make the tests install or run the agent's code."""
+
+HOME_TOOL_DIRS = frozenset({
+    ".config", ".local", ".cache", ".cargo", ".rustup", ".npm", ".node_modules", ".yarn", ".pnpm-store", ".m2",
+    ".gradle", ".ivy2", ".sbt", ".gem", ".bundle", ".pyenv", ".conda", ".nvm", ".deno", ".bun", ".ipython",
+    ".jupyter", ".julia", ".R", ".pip", ".uv",
+})
+"""Dot-directories where tools keep settings, caches and managed interpreters, protected in every
+home the image names (all dot-entries of ``/root`` and ``/home/*`` are)."""
+
+SERVICE_DIRS = ("/etc/init.d", "/etc/default", "/etc/rcS.d", *(f"/etc/rc{n}.d" for n in range(7)))
+"""Scripts tests start services with (``service x start``, ``/etc/init.d/x start``) and the
+shell fragments they source: the image's own are not replaced by the agent's."""
 
 _CODE_COMPONENT = re.compile(r"^(site-packages|dist-packages|node_modules)$")
 _PY_STDLIB = re.compile(r"^python[0-9.]*$")
@@ -106,6 +143,12 @@ SHADOW_TOOLS = frozenset({
 """Modules tests commonly import, shadowed by a same-named module next to what they run."""
 
 
+def _shadow_prefix(module: str) -> bool:
+    """Pytest plugins and pytest's own modules: installed at verification time by many test
+    scripts (``uvx --with pytest-...``), so not in the pristine image's module list."""
+    return module.startswith(("pytest", "_pytest"))
+
+
 def shadow_names(image_modules: frozenset[str] | None = None) -> frozenset[str]:
     """Module names a carried ``NAME.py`` (or package) must not take."""
     return frozenset(sys.stdlib_module_names) | SHADOW_TOOLS | (image_modules or frozenset())
@@ -113,12 +156,20 @@ def shadow_names(image_modules: frozenset[str] | None = None) -> frozenset[str]:
 
 class SealPolicy:
     """The denylist for one image: the fixed rules plus its ``PATH`` directories, the toolchain
-    directories its environment names, and the module names its python3 can import."""
+    directories its environment names, the install prefixes of its tools, its users' homes and
+    the module names its python3 can import.
+
+    ``homes``: home directories from the pristine image's ``/etc/passwd``; ``prefixes``: install
+    prefixes of the image's interpreter environments (:func:`prefix_candidates` lists where to
+    look; the verifier keeps those the pristine image shows to hold an interpreter).
+    """
 
     def __init__(self, image_env: dict[str, str] | None = None, shadow: frozenset[str] | None = None,
-                 workdir: str | None = None):
+                 workdir: str | None = None, homes: tuple[str, ...] = (), prefixes: tuple[str, ...] = ()):
         self.path_dirs = path_dirs(image_env)
+        self.homes = _homes(homes, image_env)
         self.tool_dirs = tool_dirs(image_env, workdir)
+        self.prefixes = tuple(dict.fromkeys(str(PurePosixPath(p)) for p in prefixes))
         self.shadow = shadow_names(shadow)
 
     def deny_reason(self, path: str, is_dir: bool | None = None) -> str | None:
@@ -139,6 +190,9 @@ class SealPolicy:
         for root in self.tool_dirs:
             if _under(path, root):
                 return f"{root} is a toolchain directory the image's environment names"
+        for root in self.prefixes:
+            if _under(path, root):
+                return f"{root} is the install prefix of an interpreter the tests run"
         parts = PurePosixPath(path).parts[1:]
         if len(parts) == 1:
             name = parts[0]
@@ -153,8 +207,10 @@ class SealPolicy:
         for root in VAR_ROOTS:
             if _under(path, root):
                 return f"{root} is package-manager state"
-        if _home_dot_entry(parts):
+        if self._home_dot_entry(path, parts):
             return "dot-entries of home directories hold tool settings, caches and managed interpreters"
+        if parts[-1] in TOOL_CONFIG_NAMES:
+            return f"{parts[-1]} configures a package manager, a VCS or a shell"
         for i, part in enumerate(parts):
             if _CODE_COMPONENT.match(part):
                 return f"{part} holds installed code"
@@ -177,14 +233,24 @@ class SealPolicy:
             module = name.split(".", 1)[0]
         else:
             return False
-        return module in self.shadow
+        return module in self.shadow or _shadow_prefix(module)
+
+    def _home_dot_entry(self, path: str, parts: tuple[str, ...]) -> bool:
+        if _home_dot_entry(parts):
+            return True
+        for home in self.homes:
+            if path != home and _under(path, home) and PurePosixPath(path).relative_to(home).parts[0] in HOME_TOOL_DIRS:
+                return True
+        return False
 
     def in_bin_dir(self, path: str) -> bool:
-        """``path`` lies directly in a ``bin``/``sbin`` directory: if the image had it, it is a
-        tool tests may call by absolute path (a venv's ``python``), and it is not carried."""
-        return PurePosixPath(path).parent.name in _BIN_DIRS
+        """``path`` lies directly in a ``bin``/``sbin`` directory or a service-script directory: if
+        the image had it, it is a tool tests may call by absolute path (a venv's ``python``, an
+        init script), and it is not carried."""
+        parent = PurePosixPath(path).parent
+        return parent.name in _BIN_DIRS or str(parent) in SERVICE_DIRS
 
-    MODIFIED_TOOL = "the image's own tools in bin directories"
+    MODIFIED_TOOL = "the image's own tools in bin and service-script directories"
 
     def deny_deletion(self, path: str) -> str | None:
         """Why deleting ``path`` is not carried (None: it is)."""
@@ -199,7 +265,8 @@ class SealPolicy:
 
     def contains_protected(self, path: str) -> bool:
         """``path`` is an ancestor of a protected root (deleting or replacing it would remove one)."""
-        roots = (*OWN_ROOTS, *SYSTEM_ROOTS, *self.path_dirs, *self.tool_dirs, *VAR_ROOTS, *NO_DELETE, "/etc", "/root")
+        roots = (*OWN_ROOTS, *SYSTEM_ROOTS, *self.path_dirs, *self.tool_dirs, *self.prefixes, *VAR_ROOTS, *NO_DELETE,
+                 "/etc", "/root")
         prefix = path.rstrip("/") + "/"
         if any(root.startswith(prefix) for root in roots):
             return True
@@ -219,6 +286,53 @@ def tool_dirs(image_env: dict[str, str] | None, workdir: str | None) -> tuple[st
                 continue
             out.append(entry)
     return tuple(dict.fromkeys(out))
+
+
+PREFIXES_NOT_PROTECTED = ("/", "/usr", "/usr/local", "/home", "/root", "/opt", "/srv", "/var", "/tmp", "/etc")
+"""Parents of bin directories that are system-wide, not one toolchain's prefix (``/usr`` is
+protected as the runtime anyway)."""
+
+INTERPRETER_MARKERS = ("pyvenv.cfg", "conda-meta", "lib/node_modules", "bin/python", "bin/python3", "bin/node",
+                       "bin/ruby", "bin/perl", "bin/java", "bin/php", "bin/Rscript", "bin/julia")
+"""What makes a prefix an interpreter environment (a venv, conda, node, a JDK, ...) rather than
+a project's own directory (``/srv/app/bin/server``, whose code may be the agent's work)."""
+
+_ABS_TOOL = re.compile(r"(?<![\w.$-])(/[A-Za-z0-9_.+-]+(?:/[A-Za-z0-9_.+-]+)*)/s?bin/[A-Za-z0-9_.+-]+")
+
+
+def tools_in(script: str) -> tuple[str, ...]:
+    """Absolute ``.../bin/NAME`` paths a test script names (``/opt/venv/bin/pytest``)."""
+    return tuple(dict.fromkeys(m.group(0) for m in _ABS_TOOL.finditer(script)))
+
+
+def prefix_candidates(path_dir_list: tuple[str, ...], tools: tuple[str, ...], workdir: str | None,
+                      homes: tuple[str, ...]) -> tuple[str, ...]:
+    """The install prefix (parent of ``bin``/``sbin``) of each ``PATH`` directory and each tool the
+    tests run by absolute path, unless that is a system-wide directory, a user's home, or the
+    workdir or one of its ancestors (where the agent works)."""
+    out = []
+    for entry in (*path_dir_list, *(str(PurePosixPath(t).parent) for t in tools)):
+        path = PurePosixPath(entry)
+        if path.name not in _BIN_DIRS:
+            continue
+        prefix = str(path.parent)
+        user_home = len(path.parent.parts) == 3 and path.parent.parts[1] == "home"
+        if prefix in PREFIXES_NOT_PROTECTED or prefix in homes or user_home or any(
+                _under(prefix, root) for root in SYSTEM_ROOTS):
+            continue
+        if workdir and _under(str(PurePosixPath(workdir)), prefix):
+            continue
+        out.append(prefix)
+    return tuple(dict.fromkeys(out))
+
+
+def _homes(homes: tuple[str, ...], image_env: dict[str, str] | None) -> tuple[str, ...]:
+    out = [str(PurePosixPath(h)) for h in homes if h.startswith("/")]
+    home = (image_env or {}).get("HOME", "")
+    if home.startswith("/"):
+        out.append(str(PurePosixPath(home)))
+    return tuple(h for h in dict.fromkeys(out) if h not in ("/",) and not any(
+        h == root or _under(h, root) for root in (*SYSTEM_ROOTS, *OWN_ROOTS)))
 
 
 def _home_dot_entry(parts: tuple[str, ...]) -> bool:

@@ -319,6 +319,7 @@ class TrialRunner:
         """Carry the agent's changes into the pristine ``verifier`` container and run the tests there."""
         clock = time.monotonic()
         user = self.verifier.user_for(image, task, verifier)
+        home = self.verifier.home_of(image, verifier, user)  # read before the agent's files arrive
         try:
             carry = self.verifier.collect(container, image, task, verifier)
         except CarryError as exc:
@@ -335,7 +336,7 @@ class TrialRunner:
             result.outcome, result.detail = Outcome.CARRY_FAILED, problem
             return
         self._run_tests(verifier, task, result, self.verifier.command(), user=user, workdir="/tests",
-                        env=self.verifier.env(task))
+                        env=self.verifier.env(task, home))
 
     def _verify_in_place(self, container: Container, task: Task, result: TrialResult) -> None:
         """Harbor's semantics: stale rewards removed, tests uploaded, test.sh run in the agent's container."""

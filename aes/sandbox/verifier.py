@@ -11,10 +11,11 @@ compilers, exactly as the task built them — into which aes has written:
 
 That container starts with an explicit entrypoint (an absolute ``sleep``: the image's
 ENTRYPOINT and CMD never run), no healthcheck, the image's environment with loader and
-interpreter start-up hooks cleared (``LD_*``, ``BASH_ENV``, ``PYTHONPATH``, ``PYTHONSTARTUP``,
-``NODE_OPTIONS``, ... see :data:`CLEARED_ENV`), and ``test.sh`` runs from ``/tests`` (a
-directory the agent never wrote), as the task's verifier user (else the image's ``USER``)
-given by number, so a changed ``/etc/passwd`` cannot stop it. The reward is read from that
+interpreter start-up hooks cleared (``LD_*``, ``BASH_ENV``, ``BASH_FUNC_*``, ``PYTHONPATH``,
+``PYTHONSTARTUP``, ``NODE_OPTIONS``, ... see :data:`CLEARED_ENV`), and ``test.sh`` runs from
+``/tests`` (a directory the agent never wrote), as the task's verifier user (else the image's
+``USER``) given by number, with ``HOME`` set to that user's home in the pristine image, so a
+changed ``/etc/passwd`` can neither stop it nor move the home where tools read their settings. The reward is read from that
 container's ``/logs/verifier``. So nothing the agent did can replace a tool the tests run,
 plant code an interpreter loads at start, pre-write or redirect the reward, or run at
 verification time — except what the tests themselves choose to execute or import from the
@@ -36,7 +37,7 @@ from aes.errors import InfrastructureError
 from aes.sandbox import limits
 from aes.sandbox.carry import Carry, apply_carry, carry_from_api, carry_from_host, host_layer
 from aes.sandbox.container import Container
-from aes.sandbox.seal import SealPolicy
+from aes.sandbox.seal import INTERPRETER_MARKERS, SealPolicy, path_dirs, prefix_candidates, tools_in
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +49,15 @@ CLEARED_ENV = (
     "RESOLV_HOST_CONF", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "PIP_FIND_LINKS",
     "PIP_CONFIG_FILE", "UV_CONFIG_FILE", "UV_FIND_LINKS", "NPM_CONFIG_USERCONFIG", "GIT_CONFIG_GLOBAL",
     "GIT_CONFIG_SYSTEM", "GIT_EXEC_PATH", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_PAGER", "PAGER",
+    "PYTHONPYCACHEPREFIX", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "LESSOPEN", "LESSCLOSE", "OPENSSL_CONF",
+    "OPENSSL_ENGINES", "TCLLIBPATH", "R_PROFILE", "R_PROFILE_USER", "R_ENVIRON", "R_ENVIRON_USER", "PHPRC",
+    "PHP_INI_SCAN_DIR", "ZDOTDIR", "DOTNET_STARTUP_HOOKS", "GIT_TEMPLATE_DIR", "EDITOR", "VISUAL",
 )
 """Variables of the image's environment set empty in the verifier: each makes a loader, shell or
 interpreter load or run code from a path (which could hold the agent's files)."""
-_CLEARED_PREFIXES = ("LD_",)
+_CLEARED_PREFIXES = ("LD_", "BASH_FUNC_", "LUA_")
+"""Prefixes of cleared variables: the loader's, bash's exported functions (``BASH_FUNC_python3%%``
+defines a shell function ``python3`` in every bash), Lua's start-up code and paths."""
 HARDENED_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
     # git run on a repository the agent wrote must not run its hooks, monitor or pager
@@ -81,6 +87,10 @@ class ImageFacts:
     workdir: str
     modules: frozenset[str] | None = None
     """Top-level modules the image's ``python3`` can import (None: not known yet / no python3)."""
+    homes: dict[int, str] | None = None
+    """uid -> home directory, from the pristine image's ``/etc/passwd`` (None: not read yet)."""
+    prefixes: dict[str, bool] | None = None
+    """Candidate install prefix -> whether the pristine image has an interpreter there."""
 
 
 def cleared_env(image_env: dict[str, str]) -> dict[str, str]:
@@ -118,6 +128,35 @@ class SealedVerifier:
             facts.modules = frozenset(names)
         return facts.modules
 
+    def _homes(self, image: str, container: Container) -> dict[int, str]:
+        """uid -> home directory of the pristine image's accounts (once per image)."""
+        facts = self.facts(image)
+        if facts.homes is None:
+            homes: dict[int, str] = {}
+            raw = container.read_file("/etc/passwd") or b""
+            for line in raw.decode("utf-8", "replace").splitlines():
+                fields = line.split(":")
+                if len(fields) >= 7 and fields[2].isdigit() and fields[5].startswith("/"):
+                    homes.setdefault(int(fields[2]), fields[5])
+            facts.homes = homes
+        return facts.homes
+
+    def _prefixes(self, image: str, container: Container, candidates: tuple[str, ...]) -> tuple[str, ...]:
+        """The candidates where the pristine image has an interpreter environment."""
+        facts = self.facts(image)
+        with self._lock:
+            known = facts.prefixes if facts.prefixes is not None else {}
+            facts.prefixes = known
+        for prefix in candidates:
+            if prefix not in known:
+                known[prefix] = any(container.stat(f"{prefix}/{m}") is not None for m in INTERPRETER_MARKERS)
+        return tuple(p for p in candidates if known[p])
+
+    def home_of(self, image: str, pristine: Container, user: str) -> str:
+        """``HOME`` for the verifier user ``uid:gid`` (Docker's ``/`` for a uid with no account)."""
+        uid = user.split(":")[0]
+        return self._homes(image, pristine).get(int(uid), "/") if uid.isdigit() else "/"
+
     def _numeric_user(self, image: str, container: Container, user: str) -> str:
         """``user`` as ``uid:gid`` from the pristine image (a changed /etc/passwd cannot matter)."""
         if not user or user in ("root", "0", "0:0"):
@@ -152,14 +191,17 @@ class SealedVerifier:
     def collect(self, agent: Container, image: str, task, pristine: Container) -> Carry:
         """Freeze the agent's container and read the changes to carry (raises CarryError)."""
         facts = self.facts(image)
-        policy = SealPolicy(facts.env, shadow=self._modules(image, pristine),
-                            workdir=task.spec.workdir or facts.workdir)
+        workdir = task.spec.workdir or facts.workdir
+        homes = tuple(self._homes(image, pristine).values())
+        candidates = prefix_candidates(path_dirs(facts.env), _test_tools(task), workdir, homes)
+        policy = SealPolicy(facts.env, shadow=self._modules(image, pristine), workdir=workdir, homes=homes,
+                            prefixes=self._prefixes(image, pristine, candidates))
         limit = limits.storage_mb(self.cfg, task) << 20
         frozen = agent.pause()
         layer = host_layer(agent) if frozen else None  # a stopped container's merged view is unmounted
 
-        def existed(path: str) -> bool:
-            return pristine.stat(path) is not None
+        def existed(path: str) -> dict | None:
+            return pristine.stat(path)
 
         if layer is not None:
             upper, merged, engine_files = layer
@@ -181,6 +223,22 @@ class SealedVerifier:
     def command(self) -> list[str]:
         return ["bash", "-c", f"{TESTS_CWD}/test.sh"]
 
-    def env(self, task) -> dict[str, str]:
-        return {**task.spec.verifier_env, **HARDENED_ENV}
+    def env(self, task, home: str) -> dict[str, str]:
+        return {"HOME": home, **task.spec.verifier_env, **HARDENED_ENV}
+
+
+TEST_SCRIPT_MAX_BYTES = 1 << 20
+
+
+def _test_tools(task) -> tuple[str, ...]:
+    """Absolute tool paths (``/opt/venv/bin/pytest``) the task's test scripts name."""
+    out: list[str] = []
+    root = task.tests_dir
+    for path in sorted(root.rglob("*")) if root.is_dir() else ():
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > TEST_SCRIPT_MAX_BYTES:
+            continue
+        if path.suffix not in (".sh", ".py", ".bash", "") and path.name != "test.sh":
+            continue
+        out.extend(tools_in(path.read_text("utf-8", "replace")))
+    return tuple(dict.fromkeys(out))
 
