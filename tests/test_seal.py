@@ -298,3 +298,16 @@ def test_a_container_the_freezer_cannot_stop_is_frozen_on_a_retry_or_killed(fail
     box = container_module.Container(SimpleNamespace(api=api), SimpleNamespace(id="c" * 64), 1024)
     assert box.pause(retries=2) is frozen
     assert api.calls == calls
+
+
+def test_deletions_count_against_the_carry_limit(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("whiteouts are character devices: mknod needs root")
+    upper, merged = tmp_path / "upper", tmp_path / "merged"
+    (upper / "app").mkdir(parents=True)
+    (merged / "app").mkdir(parents=True)
+    for i in range(5):
+        os.mknod(upper / "app" / f"old{i}", stat.S_IFCHR | 0o000, os.makedev(0, 0))
+    with pytest.raises(CarryError, match="max_carry_entries"):
+        carry_from_host(str(upper), str(merged), SealPolicy({}), lambda p: False, 4, 1 << 20)
+    assert len(carry_from_host(str(upper), str(merged), SealPolicy({}), lambda p: False, 10, 1 << 20).deletions) == 5

@@ -137,6 +137,11 @@ class _Writer:
         data = text.encode("utf-8", "surrogateescape")
         return io.BytesIO(data), len(data)
 
+    def check_deletions(self, carry: Carry) -> None:
+        """Deletions count against the same limit as carried entries (each is a command to run)."""
+        if self.entries + len(carry.deletions) > self.max_entries:
+            raise CarryError(f"the agent changed more than {self.max_entries} paths (sandbox.max_carry_entries)")
+
     def finish(self, carry: Carry) -> Carry:
         self.tar.close()
         self.buf.seek(0)
@@ -310,6 +315,7 @@ def carry_from_host(upper: str, merged: str, policy: SealPolicy, pristine: Calla
             if path in engine_files:
                 continue
             _host_entry(path, entry_st, opaque, redirected, tree, policy, pristine, carry, writer)
+        writer.check_deletions(carry)
     except BaseException:
         writer.tar.close()
         writer.buf.close()
@@ -475,6 +481,7 @@ def carry_from_api(container, policy: SealPolicy, pristine: Callable[[str], obje
                 continue
             _api_fetch(api, cid, path, policy, carry, writer)
             fetched.append(path)
+        writer.check_deletions(carry)
     except BaseException:
         writer.tar.close()
         writer.buf.close()

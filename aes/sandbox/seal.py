@@ -67,9 +67,14 @@ ETC_NAMES = (
     "bash.bashrc", "bashrc", "bash_completion", "bash_completion.d", "environment", "zsh", "zshenv", "zshrc",
     "inputrc", "shells", "nsswitch.conf", "gai.conf", "host.conf", "perl", "apt", "dpkg", "pip.conf", "xdg",
     "uv", "npmrc", "gitconfig", "gemrc", "wgetrc", "ssl", "pki", "ca-certificates", "ca-certificates.conf",
-    "security", "pam.d", "sudoers", "sudoers.d", "R", "julia", "java", "mercurial",
+    "security", "pam.d", "sudoers", "sudoers.d", "sudo.conf", "sudo_logsrvd.conf", "R", "julia", "java",
+    "mercurial", "ImageMagick-6", "ImageMagick-7",
 )
-"""Entries of /etc that decide what tools load, run or install (plus ``/etc/python*``)."""
+"""Entries of /etc that decide what tools load, run or install (plus :data:`ETC_PREFIXES`)."""
+
+ETC_PREFIXES = ("python", "java-", "php", "ruby", "node")
+"""Versioned /etc entries of interpreters (``/etc/python3.11``, ``/etc/java-17-openjdk``,
+``/etc/php/8.2/cli/php.ini``, whose ``auto_prepend_file`` runs code in every script)."""
 
 VAR_ROOTS = ("/var/lib/dpkg", "/var/lib/apt", "/var/cache/apt", "/var/cache/debconf", "/var/lib/ucf",
              "/var/lib/gems")
@@ -202,7 +207,7 @@ class SealPolicy:
                 return f"/{name} would be found by tools run from /tests"
             if is_dir is False:
                 return "top-level files configure tools run from /tests"
-        if parts[0] == "etc" and len(parts) >= 2 and (parts[1] in ETC_NAMES or parts[1].startswith("python")):
+        if parts[0] == "etc" and len(parts) >= 2 and (parts[1] in ETC_NAMES or parts[1].startswith(ETC_PREFIXES)):
             return f"/etc/{parts[1]} configures what tools load or run"
         for root in VAR_ROOTS:
             if _under(path, root):

@@ -71,7 +71,7 @@ class Outcome(str, Enum):
     """The agent wrote more than the task's storage limit (killed by the watchdog), or its
     changes were too many or too large to carry to the verifier."""
     CARRY_FAILED = "carry_failed"
-    """The agent's files could not be written into the verifier's container."""
+    """The agent's files could not be read out of its container or written into the verifier's."""
     SANDBOX_ERROR = "sandbox_error"
     """The Docker engine refused or failed (infrastructure)."""
     INFRA_ERROR = "infra_error"
@@ -324,6 +324,12 @@ class TrialRunner:
             carry = self.verifier.collect(container, image, task, verifier)
         except CarryError as exc:
             result.outcome, result.detail = Outcome.STORAGE_EXCEEDED, str(exc)
+            return
+        except (InfrastructureError, docker.errors.APIError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - what the agent left could not be read: its attempt, not the run
+            log.exception("%s: the agent's changes could not be read", task.name)
+            result.outcome, result.detail = Outcome.CARRY_FAILED, f"the agent's changes could not be read: {exc!r}"
             return
         try:
             self.sandbox.discard(container)
