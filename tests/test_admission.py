@@ -89,6 +89,20 @@ def test_a_loader_warning_in_the_image_is_not_a_leak(validator, tmp_path):
     assert report.valid, [str(r) for r in report.reasons]
 
 
+def test_a_reference_that_installs_software_is_told_why_it_fails_sealed(validator, tmp_path):
+    """A reference whose work is installing a tool passes only with in-place verification: the
+    rejection names what the sealed verifier did not carry and the setting to change."""
+    from tests.conftest import make_task
+
+    solve = "printf '#!/bin/sh\\necho 42\\n' > /usr/local/bin/answer; chmod +x /usr/local/bin/answer\n"
+    test = ('#!/bin/bash\nif [ "$(answer)" = 42 ]; then echo 1 > /logs/verifier/reward.txt; '
+            'else echo 0 > /logs/verifier/reward.txt; fi\n')
+    report = validator.validate(make_task(tmp_path, solve=solve, test=test))
+    assert [r.code for r in report.reasons] == ["oracle.reward_below_one"]
+    assert "/usr/local/bin/answer" in report.reasons[0].message
+    assert "sandbox.trusted_verifier=false" in report.reasons[0].message
+
+
 def test_declared_limits_beyond_aes_bounds_are_noted(validator, tmp_path):
     from tests.conftest import make_task
 

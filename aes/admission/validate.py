@@ -112,6 +112,8 @@ def _trial_reasons(stage: str, trial: TrialResult) -> list[Reason]:
         detail += f"; verifier output: {_tail(trial.verifier_output)}" if trial.verifier_output.strip() else ""
     if trial.outcome is Outcome.AGENT_TIMEOUT and stage == "oracle":
         detail = f"solution/solve.sh did not finish: {detail}"
+    if stage == "oracle":
+        detail += _not_carried(trial)
     return [Reason(f"{stage}.{codes[trial.outcome]}", detail)]
 
 
@@ -226,7 +228,7 @@ class Validator:
                 "oracle.reward_below_one",
                 f"the reference solution scores {oracle.reward:.3f}, not 1.0"
                 + (f" (solve.sh exit {oracle.agent_exit_code})" if oracle.agent_exit_code else "")
-                + f"; verifier output: {_tail(oracle.verifier_output)}",
+                + f"; verifier output: {_tail(oracle.verifier_output)}" + _not_carried(oracle),
             ))
         if nop.outcome is Outcome.OK and nop.reward is not None and nop.reward >= self.nop_max_reward:
             reasons.append(Reason(
@@ -241,6 +243,26 @@ class Validator:
                 "credit for an untouched environment; gate it on the work being done",
             ))
         return reasons
+
+
+ENGINE_PATHS = frozenset({"/usr", "/usr/sbin", "/usr/sbin/docker-init"})
+"""What the engine itself leaves in a container's layer (``docker-init``'s mount point)."""
+
+
+def _not_carried(oracle: TrialResult) -> str:
+    """Why a reference may fail only under the sealed verifier: the changes it made that were not
+    carried to the tests (software installed, the image's tools or their settings changed)."""
+    examples = oracle.agent_info.get("not_carried") or {}
+    paths = [(path, why) for why, found in examples.items() for path in found
+             if path not in ENGINE_PATHS and not path.startswith(("/logs", "/solution"))]
+    shown = [f"{path} ({why})" for path, why in paths  # the deepest paths: a directory says little
+             if not any(other.startswith(path.rstrip("/") + "/") for other, _ in paths)]
+    if not shown:
+        return ""
+    return ("; the sealed verifier (sandbox.trusted_verifier) did not carry these changes of the reference to the "
+            f"tests: {', '.join(shown[:5])}. A task whose reference installs software or changes the image's tools "
+            "passes only with in-place verification (sandbox.trusted_verifier=false), where an agent can tamper "
+            "with the tests' tools too; a task whose work is files (outputs, code, configuration) needs neither")
 
 
 def _warnings(oracle: TrialResult, nop: TrialResult) -> list[str]:

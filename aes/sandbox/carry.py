@@ -57,9 +57,17 @@ class Carry:
     bytes: int = 0
     skipped: Counter = field(default_factory=Counter)
     """Reason -> number of changed paths not carried."""
+    examples: dict[str, list[str]] = field(default_factory=dict)
+    """Reason -> the first few paths not carried for it."""
     sanitized: dict[str, list[str]] = field(default_factory=dict)
     """Git configuration files carried without these command-valued keys."""
     method: str = ""
+
+    def skip(self, why: str, path: str) -> None:
+        self.skipped[why] += 1
+        seen = self.examples.setdefault(why, [])
+        if len(seen) < 8:
+            seen.append(path)
 
     def summary(self) -> str:
         parts = [f"carried {self.files} file(s), {self.bytes} bytes, {len(self.deletions)} deletion(s) ({self.method})"]
@@ -129,7 +137,7 @@ class _Writer:
         """The repository configuration at ``path`` without its command-valued keys."""
         if size > GIT_CONFIG_MAX_BYTES:
             if self.carry is not None:
-                self.carry.skipped["git configuration over 1 MiB"] += 1
+                self.carry.skip("git configuration over 1 MiB", path)
             return None, 0
         text, dropped = gitconfig.sanitize(handle.read(GIT_CONFIG_MAX_BYTES).decode("utf-8", "surrogateescape"))
         if dropped and self.carry is not None:
@@ -357,7 +365,7 @@ def _host_entry(path: str, st: os.stat_result, opaque: bool, redirected: bool, t
     is_dir = stat.S_ISDIR(st.st_mode)
     why = policy.deny_reason(path, is_dir=is_dir)
     if why:
-        carry.skipped[why] += 1
+        carry.skip(why, path)
         return
     if is_dir:
         if (opaque or redirected) and not policy.contains_protected(path):
@@ -370,7 +378,7 @@ def _host_entry(path: str, st: os.stat_result, opaque: bool, redirected: bool, t
             _host_subtree(path, tree, policy, carry, writer)
         return
     if policy.in_bin_dir(path) and pristine(path):
-        carry.skipped[policy.MODIFIED_TOOL] += 1
+        carry.skip(policy.MODIFIED_TOOL, path)
         return
     _host_file(path, tree, carry, writer)
 
@@ -383,7 +391,7 @@ def _host_file(path: str, tree: SafeTree, carry: Carry, writer: _Writer) -> None
         source = tree.resolve(path) or ""
     opened = tree.open_regular(source) if source else None
     if opened is None:
-        carry.skipped["links to directories, dangling links and special files"] += 1
+        carry.skip("links to directories, dangling links and special files", path)
         return
     handle, fst = opened
     with handle:
@@ -417,7 +425,7 @@ def _host_subtree(root: str, tree: SafeTree, policy: SealPolicy, carry: Carry, w
             is_dir = stat.S_ISDIR(st.st_mode)
             why = policy.deny_reason(path, is_dir=is_dir)
             if why:
-                carry.skipped[why] += 1
+                carry.skip(why, path)
             elif is_dir:
                 writer.directory(path, st.st_mode, st.st_uid, st.st_gid, st.st_mtime)
                 stack.append(path)
@@ -428,7 +436,7 @@ def _host_subtree(root: str, tree: SafeTree, policy: SealPolicy, carry: Carry, w
 def _delete(path: str, policy: SealPolicy, carry: Carry) -> None:
     why = policy.deny_deletion(path)
     if why:
-        carry.skipped[why] += 1
+        carry.skip(why, path)
     else:
         carry.deletions.append(path)
 
@@ -460,7 +468,7 @@ def carry_from_api(container, policy: SealPolicy, pristine: Callable[[str], obje
             is_dir = bool(head["mode"] & (1 << 31))
             why = policy.deny_reason(path, is_dir=is_dir)
             if why:
-                carry.skipped[why] += 1
+                carry.skip(why, path)
                 continue
             if is_dir and kind == 0:
                 # an existing directory: its changed children are listed on their own. Where the
@@ -470,14 +478,14 @@ def carry_from_api(container, policy: SealPolicy, pristine: Callable[[str], obje
                 if isinstance(before, dict) and before.get("linkTarget"):
                     why = policy.deny_deletion(path)
                     if why:
-                        carry.skipped[why] += 1
+                        carry.skip(why, path)
                         blocked.append(path)
                     else:
                         carry.deletions.append(path)
                         writer.directory(path, head["mode"] & 0o777, 0, 0, 0)
                 continue
             if not is_dir and kind == 0 and policy.in_bin_dir(path):
-                carry.skipped[policy.MODIFIED_TOOL] += 1
+                carry.skip(policy.MODIFIED_TOOL, path)
                 continue
             _api_fetch(api, cid, path, policy, carry, writer)
             fetched.append(path)
@@ -516,7 +524,7 @@ def _api_fetch(api, cid: str, path: str, policy: SealPolicy, carry: Carry, write
                 continue
             why = policy.deny_reason(target, is_dir=member.isdir())
             if why:
-                carry.skipped[why] += 1
+                carry.skip(why, target)
             elif member.isdir():
                 writer.directory(target, member.mode, member.uid, member.gid, member.mtime)
             elif member.isfile() or member.islnk():
@@ -527,7 +535,7 @@ def _api_fetch(api, cid: str, path: str, policy: SealPolicy, carry: Carry, write
             elif member.issym():
                 _api_symlink(api, cid, target, member, carry, writer)
             else:
-                carry.skipped["links to directories, dangling links and special files"] += 1
+                carry.skip("links to directories, dangling links and special files", target)
 
 
 def _size(tar: tarfile.TarFile, member: tarfile.TarInfo) -> int:
@@ -556,7 +564,7 @@ def _api_symlink(api, cid: str, path: str, member: tarfile.TarInfo, carry: Carry
                     writer.file(path, handle, first.size, first.mode, first.uid, first.gid, first.mtime)
                     return
             break
-    carry.skipped["links to directories, dangling links and special files"] += 1
+    carry.skip("links to directories, dangling links and special files", path)
 
 
 def apply_carry(verifier, carry: Carry) -> str | None:

@@ -337,7 +337,7 @@ class TrialRunner:
             problem = self.verifier.prepare(verifier, task, carry)
         finally:
             carry.close()
-        result.agent_info = {**result.agent_info, "carried": carry.summary()}
+        result.agent_info = {**result.agent_info, "carried": carry.summary(), "not_carried": carry.examples}
         if problem:
             result.outcome, result.detail = Outcome.CARRY_FAILED, problem
             return
