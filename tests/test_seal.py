@@ -58,6 +58,9 @@ def test_data_is_carried(path, is_dir):
     ("/app/json.py", False, "shadow"),
     ("/app/pytest.py", False, "shadow"),
     ("/app/pluggy/__init__.py", False, "shadow"),
+    ("/app/evil-1.0.dist-info/entry_points.txt", False, "installed code"),
+    ("/app/legacy.egg-info/entry_points.txt", False, "installed code"),
+    ("/app/pytest_evil.py", False, "shadow"),
 ])
 def test_what_the_verifier_runs_is_not_carried(path, is_dir, why):
     reason = POLICY.deny_reason(path, is_dir=is_dir)

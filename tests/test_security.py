@@ -32,7 +32,8 @@ IN_PLACE_FORGEABLE = ("fake_python", "fake_pytest_package", "sitecustomize", "pt
                       "cwd_module_shadow", "answer_links_to_expected", "answer_links_to_verifier_scratch",
                       "answer_hardlinks_verifier_scratch", "init_script_replaced", "venv_pip_conf",
                       "pip_conf_in_moved_home", "git_config_in_moved_home", "git_filter_in_repo",
-                      "git_external_diff_in_repo", "git_include_in_repo", "bash_exported_function")
+                      "git_external_diff_in_repo", "git_include_in_repo", "bash_exported_function",
+                      "entry_point_plugin")
 """Attacks that do earn 1 under Harbor's in-place verification (sandbox.trusted_verifier=false):
 proof that the attacks are real, and the reason the sealed verifier is the default."""
 

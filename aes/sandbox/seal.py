@@ -14,7 +14,8 @@ Not carried, and why:
   * every directory on the image's ``PATH`` (a new name there would shadow a command the
     tests run or install at verification, e.g. ``curl`` before ``apt-get install curl``);
   * interpreter standard and site directories anywhere (``lib/pythonX.Y``, ``site-packages``,
-    ``dist-packages``, ``node_modules``), ``pyvenv.cfg`` (a venv's ``home`` picks the stdlib),
+    ``dist-packages``, ``node_modules``) and package metadata (``*.dist-info``, ``*.egg-info``:
+    their entry points are plugins pytest loads), ``pyvenv.cfg`` (a venv's ``home`` picks the stdlib),
     ``sitecustomize.py`` / ``usercustomize.py`` and ``*.pth`` (code run at interpreter start);
   * files the image already had in any ``bin``/``sbin`` directory (e.g. a venv's ``python`` or
     ``pytest`` under ``/opt``), which tests call by absolute path, or in the service scripts'
@@ -108,7 +109,10 @@ SERVICE_DIRS = ("/etc/init.d", "/etc/default", "/etc/rcS.d", *(f"/etc/rc{n}.d" f
 """Scripts tests start services with (``service x start``, ``/etc/init.d/x start``) and the
 shell fragments they source: the image's own are not replaced by the agent's."""
 
-_CODE_COMPONENT = re.compile(r"^(site-packages|dist-packages|node_modules)$")
+_CODE_COMPONENT = re.compile(r"^(site-packages|dist-packages|node_modules|.+\.dist-info|.+\.egg-info|.+\.egg-link)$")
+"""Installed code and its metadata: a ``*.dist-info`` next to what the tests import (the
+working directory, ``PYTHONPATH``) registers entry points, and pytest loads every ``pytest11``
+plugin it finds there."""
 _PY_STDLIB = re.compile(r"^python[0-9.]*$")
 _STARTUP_FILES = ("sitecustomize.py", "usercustomize.py", "pyvenv.cfg")
 _BIN_DIRS = ("bin", "sbin")

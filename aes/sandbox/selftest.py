@@ -220,6 +220,11 @@ CATALOGUE = [
     # -- the working directory and configuration files found from it -----------------------------------
     Attack("cwd_module_shadow", "working_dir", _py("echo /app/pytest.py /app/json.py /app/pluggy.py"),
            test_sh=TEST_SH_FROM_APP),
+    Attack("entry_point_plugin", "working_dir",
+           "mkdir -p /app/evil-1.0.dist-info; printf 'Metadata-Version: 2.1\\nName: evil\\nVersion: 1.0\\n' "
+           "> /app/evil-1.0.dist-info/METADATA; printf '[pytest11]\\nevil = evilplug\\n' "
+           "> /app/evil-1.0.dist-info/entry_points.txt\n" + _py("echo /app/evilplug.py"),
+           test_sh=TEST_SH_FROM_APP),
     Attack("planted_conftest", "working_dir",
            "mkdir -p /tests\n"
            "printf 'import pytest\\n@pytest.hookimpl(hookwrapper=True)\\n"
