@@ -85,7 +85,7 @@ def test_image_start_up_hooks_are_cleared():
            "PYTHONPATH": "/app", "PYTHONSTARTUP": "/app/s.py", "NODE_OPTIONS": "--require /app/x.js", "LANG": "C",
            "BASH_FUNC_python3%%": "() { echo 1; }", "PYTHONPYCACHEPREFIX": "/app/pyc", "PYTEST_ADDOPTS": "-c /app/x",
            "LUA_INIT": "@/app/x.lua"}
-    assert cleared_env(env) == {k: "" for k in ("LD_PRELOAD", "LD_LIBRARY_PATH", "BASH_ENV", "PYTHONPATH",
+    assert cleared_env(env) == {k: "" for k in ("LD_PRELOAD", "LD_LIBRARY_PATH", "BASH_ENV",
                                                 "PYTHONSTARTUP", "NODE_OPTIONS", "BASH_FUNC_python3%%",
                                                 "PYTHONPYCACHEPREFIX", "PYTEST_ADDOPTS", "LUA_INIT")}
 
@@ -314,3 +314,16 @@ def test_deletions_count_against_the_carry_limit(tmp_path):
     with pytest.raises(CarryError, match="max_carry_entries"):
         carry_from_host(str(upper), str(merged), SealPolicy({}), lambda p: False, 4, 1 << 20)
     assert len(carry_from_host(str(upper), str(merged), SealPolicy({}), lambda p: False, 10, 1 << 20).deletions) == 5
+
+
+def test_packages_the_tests_install_are_not_shadowed():
+    from aes.sandbox.seal import installed_by_tests
+
+    script = ("uvx --with pytest==8.3.3 --with=pytest-json-ctrf==0.3 pytest /tests\n"
+              "pip install -q requests-mock lxml && pip3 install --no-cache-dir -r /tests/req.txt hypothesis\n")
+    names = installed_by_tests(script)
+    assert names == {"pytest", "pytest_json_ctrf", "requests_mock", "lxml", "hypothesis"}
+    policy = SealPolicy({}, shadow=names)
+    assert policy.deny_reason("/app/requests_mock.py", is_dir=False)
+    assert policy.deny_reason("/app/lxml/__init__.py", is_dir=False)
+    assert policy.deny_reason("/app/report.py", is_dir=False) is None

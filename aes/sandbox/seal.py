@@ -148,8 +148,31 @@ SHADOW_TOOLS = frozenset({
     "coverage", "xdist", "attr", "attrs", "typing_extensions", "six", "setuptools", "pkg_resources",
     "_distutils_hack", "pip", "numpy", "pandas", "yaml", "requests", "urllib3", "certifi", "idna",
     "charset_normalizer", "jsonschema", "dateutil", "pytz", "colorama", "pygments",
+    "bs4", "lxml", "httpx", "aiohttp", "flask", "werkzeug", "jinja2", "markupsafe", "click", "rich", "pydantic",
+    "scipy", "sklearn", "matplotlib", "PIL", "torch", "polars", "pyarrow", "duckdb", "sqlalchemy", "psycopg2",
+    "redis", "boto3", "botocore", "toml", "orjson", "ujson", "freezegun", "responses", "requests_mock", "mock",
+    "deepdiff", "tabulate", "openpyxl", "xlrd", "docx", "pypdf", "PyPDF2", "networkx", "sympy", "tqdm",
+    "joblib", "cv2", "playwright", "selenium", "fastapi", "starlette", "uvicorn", "anyio", "sniffio",
 })
-"""Modules tests commonly import, shadowed by a same-named module next to what they run."""
+"""Modules tests commonly import, shadowed by a same-named module next to what they run (the
+image's own modules and what the test scripts install are added per task)."""
+
+_WITH = re.compile(r"--with(?:=|\s+)['\"]?([A-Za-z][A-Za-z0-9._-]*)")
+_PIP_INSTALL = re.compile(r"\bpip3?\s+install\s+([^;&|\n]*)")
+_REQUIREMENT = re.compile(r"^['\"]?([A-Za-z][A-Za-z0-9._-]*)")
+
+
+def installed_by_tests(script: str) -> frozenset[str]:
+    """Module names of packages a test script installs at verification (``--with X``, ``pip install
+    X Y``, ``uv pip install X``): not in the pristine image, so not among its modules, and imported by
+    the tests (a distribution named like its module; :data:`SHADOW_TOOLS` has common others)."""
+    names = [m.group(1) for m in _WITH.finditer(script)]
+    for line in _PIP_INSTALL.finditer(script):
+        for token in line.group(1).split():
+            found = None if token.startswith("-") else _REQUIREMENT.match(token)
+            if found:
+                names.append(found.group(1))
+    return frozenset(n.split("[")[0].replace("-", "_").replace(".", "_").lower() for n in names)
 
 
 def _shadow_prefix(module: str) -> bool:

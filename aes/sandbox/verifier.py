@@ -11,8 +11,9 @@ compilers, exactly as the task built them — into which aes has written:
 
 That container starts with an explicit entrypoint (an absolute ``sleep``: the image's
 ENTRYPOINT and CMD never run), no healthcheck, the image's environment with loader and
-interpreter start-up hooks cleared (``LD_*``, ``BASH_ENV``, ``BASH_FUNC_*``, ``PYTHONPATH``,
-``PYTHONSTARTUP``, ``NODE_OPTIONS``, ... see :data:`CLEARED_ENV`), and ``test.sh`` runs from
+interpreter start-up hooks cleared (``LD_*``, ``BASH_ENV``, ``BASH_FUNC_*``, ``PYTHONSTARTUP``,
+``NODE_OPTIONS``, ... see :data:`CLEARED_ENV`; ``PYTHONPATH`` is kept: images set it so that the
+tests import the agent's module, and what it could shadow is not carried), and ``test.sh`` runs from
 ``/tests`` (a directory the agent never wrote), as the task's verifier user (else the image's
 ``USER``) given by number, with ``HOME`` set to that user's home in the pristine image, so a
 changed ``/etc/passwd`` can neither stop it nor move the home where tools read their settings. The reward is read from that
@@ -37,13 +38,21 @@ from aes.errors import InfrastructureError
 from aes.sandbox import limits
 from aes.sandbox.carry import Carry, apply_carry, carry_from_api, carry_from_host, host_layer
 from aes.sandbox.container import Container
-from aes.sandbox.seal import INTERPRETER_MARKERS, SealPolicy, path_dirs, prefix_candidates, tools_in
+from aes.sandbox.seal import (
+    INTERPRETER_MARKERS,
+    SealPolicy,
+    installed_by_tests,
+    path_dirs,
+    shadow_names,
+    prefix_candidates,
+    tools_in,
+)
 
 log = logging.getLogger(__name__)
 
 CLEARED_ENV = (
     "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PROMPT_COMMAND", "PS4", "CDPATH", "GLOBIGNORE",
-    "PYTHONSTARTUP", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONINSPECT", "PYTHONBREAKPOINT",
+    "PYTHONSTARTUP", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONINSPECT", "PYTHONBREAKPOINT",
     "PYTHONEXECUTABLE", "PYTHONPLATLIBDIR", "PYTHONWARNINGS", "PERL5OPT", "PERL5LIB", "PERLLIB", "PERL5DB",
     "RUBYOPT", "RUBYLIB", "NODE_OPTIONS", "NODE_PATH", "GCONV_PATH", "LOCPATH", "NLSPATH", "HOSTALIASES",
     "RESOLV_HOST_CONF", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "PIP_FIND_LINKS",
@@ -54,7 +63,11 @@ CLEARED_ENV = (
     "PHP_INI_SCAN_DIR", "ZDOTDIR", "DOTNET_STARTUP_HOOKS", "GIT_TEMPLATE_DIR", "EDITOR", "VISUAL",
 )
 """Variables of the image's environment set empty in the verifier: each makes a loader, shell or
-interpreter load or run code from a path (which could hold the agent's files)."""
+interpreter load or run code from a path (which could hold the agent's files). ``PYTHONPATH`` is
+not among them: ``ENV PYTHONPATH=/app`` is how real images let the tests import the agent's
+module, as Harbor runs them; a module there that would shadow the standard library, the
+image's packages or what the tests install, and package metadata (entry points), are not
+carried (:mod:`aes.sandbox.seal`)."""
 _CLEARED_PREFIXES = ("LD_", "BASH_FUNC_", "LUA_")
 """Prefixes of cleared variables: the loader's, bash's exported functions (``BASH_FUNC_python3%%``
 defines a shell function ``python3`` in every bash), Lua's start-up code and paths."""
@@ -69,8 +82,10 @@ HARDENED_ENV = {
 KEEPALIVES = (["/bin/sleep"], ["/usr/bin/sleep"], ["/bin/busybox", "sleep"])
 LOG_DIRS = ("logs", "logs/verifier", "logs/agent", "logs/artifacts")
 TESTS_CWD = "/tests"
-_MODULES_SCRIPT = ("import pkgutil, sys; print('\\n'.join(sorted({m.name for m in pkgutil.iter_modules()} "
-                   "| set(sys.builtin_module_names))))")
+_MODULES_SCRIPT = ("import pkgutil, sys\n"
+                   "for m in pkgutil.iter_modules(): print(m.name, getattr(m.module_finder, 'path', '') or '-')\n"
+                   "for n in sys.builtin_module_names: print(n, '-')\n")
+"""Each importable top-level module of the image's python3 and the directory it is found in."""
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -85,8 +100,9 @@ class ImageFacts:
     env: dict[str, str]
     user: str
     workdir: str
-    modules: frozenset[str] | None = None
-    """Top-level modules the image's ``python3`` can import (None: not known yet / no python3)."""
+    modules: dict[str, str] | None = None
+    """Top-level modules the image's ``python3`` can import -> the directory each is in ("-": built
+    in); None: not known yet."""
     homes: dict[int, str] | None = None
     """uid -> home directory, from the pristine image's ``/etc/passwd`` (None: not read yet)."""
     prefixes: dict[str, bool] | None = None
@@ -119,13 +135,19 @@ class SealedVerifier:
         with self._lock:
             return self._facts.setdefault(image, facts)
 
-    def _modules(self, image: str, container: Container) -> frozenset[str]:
-        """Importable top-level module names of the pristine image's python3 (once per image)."""
+    def _modules(self, image: str, container: Container) -> dict[str, str]:
+        """Importable top-level modules of the pristine image's python3 and where (once per image)."""
         facts = self.facts(image)
         if facts.modules is None:
-            run = container.exec(["python3", "-c", _MODULES_SCRIPT], 60, user="0", workdir="/")
-            names = {n for n in run.output.split() if _NAME.match(n)} if run.exit_code == 0 else set()
-            facts.modules = frozenset(names)
+            # without the image's PYTHONPATH: modules there (the workdir's) are the agent's to change
+            run = container.exec(["python3", "-c", _MODULES_SCRIPT], 60, user="0", workdir="/",
+                                 env={"PYTHONPATH": "", "PYTHONSAFEPATH": "1"})
+            found: dict[str, str] = {}
+            for line in run.output.splitlines() if run.exit_code == 0 else ():
+                name, _, where = line.partition(" ")
+                if _NAME.match(name):
+                    found.setdefault(name, where.strip() or "-")
+            facts.modules = found
         return facts.modules
 
     def _homes(self, image: str, container: Container) -> dict[int, str]:
@@ -193,9 +215,17 @@ class SealedVerifier:
         facts = self.facts(image)
         workdir = task.spec.workdir or facts.workdir
         homes = tuple(self._homes(image, pristine).values())
-        candidates = prefix_candidates(path_dirs(facts.env), _test_tools(task), workdir, homes)
-        policy = SealPolicy(facts.env, shadow=self._modules(image, pristine), workdir=workdir, homes=homes,
-                            prefixes=self._prefixes(image, pristine, candidates))
+        scripts = _test_scripts(task)
+        tools = tuple(dict.fromkeys(t for text in scripts for t in tools_in(text)))
+        installed = frozenset().union(*(installed_by_tests(text) for text in scripts), _requirements(task))
+        candidates = prefix_candidates(path_dirs(facts.env), tools, workdir, homes)
+        policy = SealPolicy(facts.env, workdir=workdir, homes=homes, prefixes=self._prefixes(image, pristine, candidates))
+        # A module name is reserved where the image's module lies out of the agent's reach (the
+        # standard library, site-packages): a same-named file elsewhere would shadow it. A module
+        # of an editable install in the workdir is the agent's to change, not to be shadowed.
+        reserved = {name for name, where in self._modules(image, pristine).items()
+                    if where == "-" or policy.deny_reason(where, is_dir=True)}
+        policy.shadow = shadow_names(frozenset(reserved) | installed)
         limit = limits.storage_mb(self.cfg, task) << 20
         frozen = agent.pause()
         layer = host_layer(agent) if frozen else None  # a stopped container's merged view is unmounted
@@ -230,15 +260,25 @@ class SealedVerifier:
 TEST_SCRIPT_MAX_BYTES = 1 << 20
 
 
-def _test_tools(task) -> tuple[str, ...]:
-    """Absolute tool paths (``/opt/venv/bin/pytest``) the task's test scripts name."""
+def _requirements(task) -> frozenset[str]:
+    """Module names of the requirement files in ``tests/`` (``pip install -r /tests/requirements.txt``)."""
+    root = task.tests_dir
+    lines = []
+    for path in sorted(root.glob("**/requirements*.txt")) if root.is_dir() else ():
+        if path.is_file() and not path.is_symlink() and path.stat().st_size <= TEST_SCRIPT_MAX_BYTES:
+            lines += [line.split("#")[0].strip() for line in path.read_text("utf-8", "replace").splitlines()]
+    return installed_by_tests("pip install " + " ".join(line for line in lines if line and not line.startswith("-")))
+
+
+def _test_scripts(task) -> list[str]:
+    """The text of the task's test scripts (shell and Python files in ``tests/``, each at most 1 MiB):
+    what the verifier runs, read for the tools it calls and the packages it installs."""
     out: list[str] = []
     root = task.tests_dir
     for path in sorted(root.rglob("*")) if root.is_dir() else ():
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > TEST_SCRIPT_MAX_BYTES:
+        if path.suffix not in (".sh", ".py", ".bash", ".txt", "") or path.is_symlink() or not path.is_file():
             continue
-        if path.suffix not in (".sh", ".py", ".bash", "") and path.name != "test.sh":
-            continue
-        out.extend(tools_in(path.read_text("utf-8", "replace")))
-    return tuple(dict.fromkeys(out))
+        if path.stat().st_size <= TEST_SCRIPT_MAX_BYTES:
+            out.append(path.read_text("utf-8", "replace"))
+    return out
 
