@@ -201,6 +201,20 @@ def host_reachability(runner: TrialRunner, tmp: Path) -> tuple[int, int]:
     return reached + (0 if build.image else len(addresses)), 2 * len(addresses)
 
 
+def api_carry_attacks(runner: TrialRunner, tmp: Path) -> list:
+    """The catalogue again with the agent's changes read through the engine's API (as on remote or
+    rootless engines, or for a container the freezer could not stop)."""
+    import aes.sandbox.verifier as verifier
+
+    layer, verifier.host_layer = verifier.host_layer, (lambda container: None)
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            return list(pool.map(lambda a: (a, runner.run(load_task(task_for(tmp, a)), OracleAgent())),
+                                 ATTACKS.values()))
+    finally:
+        verifier.host_layer = layer
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=10)
@@ -214,6 +228,7 @@ def main() -> None:
         with ThreadPoolExecutor(3) as pool:
             attacks = list(pool.map(lambda a: (a, runner.run(load_task(task_for(tmp / "attacks", a)), OracleAgent())),
                                     ATTACKS.values()))
+        through_api = api_carry_attacks(runner, tmp / "attacks-api")
         broken = agent_broken(runner, tmp)
         infra = infrastructure(runner, tmp)
         peak_huge, huge_verdict = memory_with_huge_tests(tmp)
@@ -232,6 +247,11 @@ def main() -> None:
     print(f"  attacks on the verifier: {held_n}/{len(attacks)} held")
     for a, r in attacks:
         print(f"    {'held  ' if held(r) else 'BROKEN'} {a.weakness:<15} {a.name:<34} reward={r.reward} ({r.outcome.value})")
+    print(f"  the same, changes read through the engine's API: {sum(held(r) for _, r in through_api)}/"
+          f"{len(through_api)} held")
+    for a, r in through_api:
+        if not held(r):
+            print(f"    BROKEN {a.weakness:<15} {a.name:<34} reward={r.reward} ({r.outcome.value})")
     zero = sum(s == 0.0 for _, _, s in broken_all)
     print(f"  agent-broken attempts scored 0: {zero}/{len(broken_all)}")
     for name, outcome, score in broken_all:
