@@ -327,3 +327,24 @@ def test_packages_the_tests_install_are_not_shadowed():
     assert policy.deny_reason("/app/requests_mock.py", is_dir=False)
     assert policy.deny_reason("/app/lxml/__init__.py", is_dir=False)
     assert policy.deny_reason("/app/report.py", is_dir=False) is None
+
+
+def test_scratch_space_is_carried_writable_by_the_verifiers_user(tmp_path):
+    import tarfile
+
+    upper, merged = tmp_path / "upper", tmp_path / "merged"
+    for base in (upper, merged):
+        (base / "tmp" / "work").mkdir(parents=True)
+        (base / "tmp" / "expected.txt").write_text("wrong")
+        os.chmod(base / "tmp" / "expected.txt", 0o444)
+        (base / "app").mkdir()
+        (base / "app" / "ro.txt").write_text("kept read-only")
+        os.chmod(base / "app" / "ro.txt", 0o444)
+    carry = carry_from_host(str(upper), str(merged), SealPolicy({}), lambda p: False, 1000, 1 << 20,
+                            scratch_owner=(1000, 1000))
+    with tarfile.open(fileobj=carry.archive) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    scratch = members["tmp/expected.txt"]
+    assert (scratch.uid, scratch.gid) == (1000, 1000) and scratch.mode & 0o600 == 0o600
+    assert members["tmp/work"].mode & 0o700 == 0o700 and members["tmp/work"].uid == 1000
+    assert members["app/ro.txt"].mode & 0o777 == 0o444  # outside scratch space, modes are the work

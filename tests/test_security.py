@@ -33,7 +33,7 @@ IN_PLACE_FORGEABLE = ("fake_python", "fake_pytest_package", "sitecustomize", "pt
                       "answer_hardlinks_verifier_scratch", "init_script_replaced", "venv_pip_conf",
                       "pip_conf_in_moved_home", "git_config_in_moved_home", "git_filter_in_repo",
                       "git_external_diff_in_repo", "git_include_in_repo", "bash_exported_function",
-                      "entry_point_plugin")
+                      "entry_point_plugin", "readonly_scratch")
 """Attacks that do earn 1 under Harbor's in-place verification (sandbox.trusted_verifier=false):
 proof that the attacks are real, and the reason the sealed verifier is the default."""
 

@@ -39,6 +39,10 @@ log = logging.getLogger(__name__)
 
 SPOOL_BYTES = 16 << 20
 _MAX_HOPS = 40
+SCRATCH_DIRS = ("/tmp", "/var/tmp")
+"""Shared scratch space: what the agent leaves there is carried owned by the verifier's user and
+writable by it, so a read-only file the agent planted at a name the tests write (``echo 42 >
+/tmp/expected.txt``) cannot make the tests compare against the agent's copy."""
 GIT_CONFIG_MAX_BYTES = 1 << 20
 """A repository configuration larger than this is not carried (git's own are a few hundred bytes)."""
 
@@ -91,13 +95,22 @@ class _Writer:
     """
 
     def __init__(self, max_entries: int, max_bytes: int, carry: Carry | None = None,
-                 is_repository: Callable[[str], bool] = lambda path: False):
+                 is_repository: Callable[[str], bool] = lambda path: False,
+                 scratch_owner: tuple[int, int] | None = None):
         self.max_entries, self.max_bytes = max_entries, max_bytes
         self.carry, self.is_repository = carry, is_repository
+        self.scratch_owner = scratch_owner
         self.buf = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
         self.tar = tarfile.open(fileobj=self.buf, mode="w", format=tarfile.PAX_FORMAT)
         self.entries = self.files = self.bytes = 0
         self.seen: set[str] = set()
+
+    def _owned(self, path: str, mode: int, uid: int, gid: int, bits: int) -> tuple[int, int, int]:
+        """(mode, uid, gid) of an entry: in scratch space, the verifier's user owns it and may write it."""
+        if any(path.startswith(d + "/") for d in SCRATCH_DIRS):
+            uid, gid = self.scratch_owner or (uid, gid)
+            mode |= bits
+        return mode, uid, gid
 
     def _count(self, size: int) -> None:
         self.entries += 1
@@ -112,6 +125,7 @@ class _Writer:
             return
         self.seen.add(path)
         self._count(0)
+        mode, uid, gid = self._owned(path, mode, uid, gid, 0o700)
         info = tarfile.TarInfo(path.lstrip("/"))
         info.type, info.mode = tarfile.DIRTYPE, stat.S_IMODE(mode) & ~0o6000
         info.uid, info.gid, info.mtime = uid, gid, int(mtime)
@@ -127,6 +141,7 @@ class _Writer:
                 return
         self.seen.add(path)
         self._count(size)
+        mode, uid, gid = self._owned(path, mode, uid, gid, 0o600)
         info = tarfile.TarInfo(path.lstrip("/"))
         info.size, info.mode = size, stat.S_IMODE(mode) & ~0o6000
         info.uid, info.gid, info.mtime = uid, gid, int(mtime)
@@ -312,12 +327,13 @@ def host_layer(container) -> tuple[str, str, frozenset[str]] | None:
 
 
 def carry_from_host(upper: str, merged: str, policy: SealPolicy, pristine: Callable[[str], bool],
-                    max_entries: int, max_bytes: int, engine_files: frozenset[str] = frozenset()) -> Carry:
+                    max_entries: int, max_bytes: int, engine_files: frozenset[str] = frozenset(),
+                    scratch_owner: tuple[int, int] | None = None) -> Carry:
     """The carry of a paused container read from its overlay2 layer on this host (``engine_files``:
     paths the engine, not the agent, put there)."""
     carry = Carry(method="overlay2 layer")
     tree = SafeTree(merged)
-    writer = _Writer(max_entries, max_bytes, carry, lambda d: _regular(tree.lstat(d + "/HEAD")))
+    writer = _Writer(max_entries, max_bytes, carry, lambda d: _regular(tree.lstat(d + "/HEAD")), scratch_owner)
     try:
         for path, entry_st, opaque, redirected in _walk_upper(upper):
             if path in engine_files:
@@ -443,12 +459,13 @@ def _delete(path: str, policy: SealPolicy, carry: Carry) -> None:
 
 # -- through the engine's API (remote or rootless engines, other storage drivers) -------------------
 def carry_from_api(container, policy: SealPolicy, pristine: Callable[[str], object],
-                   max_entries: int, max_bytes: int) -> Carry:
+                   max_entries: int, max_bytes: int, scratch_owner: tuple[int, int] | None = None) -> Carry:
     """The carry of a paused or stopped container through ``docker diff`` and archive downloads
     (``pristine``: the engine's stat of a path in the pristine image, None where it has none)."""
     api, cid = container.api, container.id
     carry = Carry(method="engine API")
-    writer = _Writer(max_entries, max_bytes, carry, lambda d: container.stat(d + "/HEAD") is not None)
+    writer = _Writer(max_entries, max_bytes, carry, lambda d: container.stat(d + "/HEAD") is not None,
+                     scratch_owner)
     changes = sorted(api.diff(cid) or [], key=lambda c: c["Path"])
     if len(changes) > max_entries:
         raise CarryError(f"the agent changed more than {max_entries} paths (sandbox.max_carry_entries)")

@@ -67,6 +67,14 @@ cd /tests
 /etc/init.d/checker start
 python3 -m pytest -q test_outputs.py && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt
 """
+TEST_SH_SCRATCH = """#!/bin/bash
+echo 42 > /tmp/expected.txt
+if cmp -s /tmp/expected.txt /app/answer.txt; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi
+"""
 TEST_PY = "from pathlib import Path\n\n\ndef test_answer():\n    assert Path('/app/answer.txt').read_text().strip() == '42'\n"
 DOCKERFILE = ("FROM python:3.12-slim\n"
               "RUN python3 -c 'import pytest' 2>/dev/null || pip install --no-cache-dir pytest==8.3.3\n"
@@ -252,6 +260,9 @@ CATALOGUE = [
            "echo wrong > /tmp/expected.txt; ln -f /tmp/expected.txt /app/answer.txt\n", test_sh=TEST_SH_EXPECTED),
     Attack("answer_through_proc", "aliasing",
            "ln -sf /proc/self/cwd/expected.txt /app/answer.txt\n", test_sh=TEST_SH_EXPECTED),
+    Attack("readonly_scratch", "aliasing",
+           "echo wrong > /tmp/expected.txt; chmod 444 /tmp/expected.txt; echo wrong > /app/answer.txt\n",
+           dockerfile=DOCKERFILE + "RUN useradd -m u && chown u /app\nUSER u\n", test_sh=TEST_SH_SCRATCH),
     Attack("answer_is_a_fifo", "aliasing", "rm -f /app/answer.txt; mkfifo /app/answer.txt\n"),
 ]
 ATTACKS = {attack.name: attack for attack in CATALOGUE}

@@ -321,7 +321,7 @@ class TrialRunner:
         user = self.verifier.user_for(image, task, verifier)
         home = self.verifier.home_of(image, verifier, user)  # read before the agent's files arrive
         try:
-            carry = self.verifier.collect(container, image, task, verifier)
+            carry = self.verifier.collect(container, image, task, verifier, user)
         except CarryError as exc:
             result.outcome, result.detail = Outcome.STORAGE_EXCEEDED, str(exc)
             return

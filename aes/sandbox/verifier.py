@@ -210,8 +210,9 @@ class SealedVerifier:
         raise VerifierError(f"no keep-alive program (/bin/sleep, /usr/bin/sleep, busybox) in {image}: {last}")
 
     # -- verification ------------------------------------------------------------------------
-    def collect(self, agent: Container, image: str, task, pristine: Container) -> Carry:
-        """Freeze the agent's container and read the changes to carry (raises CarryError)."""
+    def collect(self, agent: Container, image: str, task, pristine: Container, user: str = "0:0") -> Carry:
+        """Freeze the agent's container and read the changes to carry (raises CarryError); ``user``:
+        the verifier's ``uid:gid``, owner of what the agent left in scratch space."""
         facts = self.facts(image)
         workdir = task.spec.workdir or facts.workdir
         homes = tuple(self._homes(image, pristine).values())
@@ -227,6 +228,8 @@ class SealedVerifier:
                     if where == "-" or policy.deny_reason(where, is_dir=True)}
         policy.shadow = shadow_names(frozenset(reserved) | installed)
         limit = limits.storage_mb(self.cfg, task) << 20
+        ids = user.split(":")
+        owner = (int(ids[0]), int(ids[1])) if len(ids) == 2 and all(i.isdigit() for i in ids) else None
         frozen = agent.pause()
         layer = host_layer(agent) if frozen else None  # a stopped container's merged view is unmounted
 
@@ -236,8 +239,8 @@ class SealedVerifier:
         if layer is not None:
             upper, merged, engine_files = layer
             return carry_from_host(upper, merged, policy, existed, self.cfg.max_carry_entries, limit,
-                                   engine_files=engine_files)
-        return carry_from_api(agent, policy, existed, self.cfg.max_carry_entries, limit)
+                                   engine_files=engine_files, scratch_owner=owner)
+        return carry_from_api(agent, policy, existed, self.cfg.max_carry_entries, limit, scratch_owner=owner)
 
     def prepare(self, pristine: Container, task, carry: Carry) -> str | None:
         """Write the carried changes, then fresh log dirs and the tests; an error message or None."""
