@@ -90,6 +90,15 @@ def test_image_start_up_hooks_are_cleared():
                                                 "PYTHONPYCACHEPREFIX", "PYTEST_ADDOPTS", "LUA_INIT")}
 
 
+def test_loader_paths_inside_the_runtime_are_kept():
+    env = {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib:/app/lib:/usr/local/nvidia/lib64",
+           "LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /app/evil.so"}
+    assert cleared_env(env) == {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib:/usr/local/nvidia/lib64",
+                                "LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"}
+    assert cleared_env({"LD_LIBRARY_PATH": "/usr/lib/../../app"}) == {"LD_LIBRARY_PATH": ""}
+    assert cleared_env({"LD_LIBRARY_PATH": "/usr/local/cuda/lib64"}) == {}  # nothing to drop
+
+
 @pytest.mark.parametrize("path", ["/opt/venv/pip.conf", "/app/h/.config/pip/pip.conf", "/srv/uv.toml",
                                   "/app/.npmrc", "/app/h/.gitconfig", "/data/.bashrc", "/app/pkg/.condarc"])
 def test_tool_configuration_is_not_carried_wherever_it_lies(path):

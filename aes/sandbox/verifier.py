@@ -11,7 +11,7 @@ compilers, exactly as the task built them — into which aes has written:
 
 That container starts with an explicit entrypoint (an absolute ``sleep``: the image's
 ENTRYPOINT and CMD never run), no healthcheck, the image's environment with loader and
-interpreter start-up hooks cleared (``LD_*``, ``BASH_ENV``, ``BASH_FUNC_*``, ``PYTHONSTARTUP``,
+interpreter start-up hooks cleared (``LD_*`` but their entries inside ``/usr`` and ``/lib``, ``BASH_ENV``, ``BASH_FUNC_*``, ``PYTHONSTARTUP``,
 ``NODE_OPTIONS``, ... see :data:`CLEARED_ENV`; ``PYTHONPATH`` is kept: images set it so that the
 tests import the agent's module, and what it could shadow is not carried), and ``test.sh`` runs from
 ``/tests`` (a directory the agent never wrote), as the task's verifier user (else the image's
@@ -30,6 +30,7 @@ installed (site-packages, node_modules, ``/usr``) are not visible to the tests.
 from __future__ import annotations
 
 import logging
+import posixpath
 import re
 import threading
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from aes.sandbox.carry import Carry, apply_carry, carry_from_api, carry_from_hos
 from aes.sandbox.container import Container
 from aes.sandbox.seal import (
     INTERPRETER_MARKERS,
+    SYSTEM_ROOTS,
     SealPolicy,
     installed_by_tests,
     path_dirs,
@@ -109,9 +111,29 @@ class ImageFacts:
     """Candidate install prefix -> whether the pristine image has an interpreter there."""
 
 
+RUNTIME_PATH_LISTS = {"LD_LIBRARY_PATH": ":", "LD_PRELOAD": ": "}
+"""Loader variables whose entries inside the image's runtime (``/usr``, ``/lib``) are kept: CUDA
+images set ``LD_LIBRARY_PATH=/usr/local/nvidia/lib64``, others preload ``/usr/lib/.../libjemalloc.so``;
+the agent's changes never reach those directories. Entries anywhere else are dropped."""
+
+
 def cleared_env(image_env: dict[str, str]) -> dict[str, str]:
-    """The image's variables that the verifier's container sets empty."""
-    return {k: "" for k in image_env if k in CLEARED_ENV or k.startswith(_CLEARED_PREFIXES)}
+    """The image's variables that the verifier's container sets empty (or, for the loader's path
+    lists, to their entries inside the runtime)."""
+    out = {}
+    for key, value in image_env.items():
+        if key in RUNTIME_PATH_LISTS:
+            kept = [e for e in re.split(f"[{RUNTIME_PATH_LISTS[key]}]", value) if _in_runtime(e)]
+            if kept != [e for e in re.split(f"[{RUNTIME_PATH_LISTS[key]}]", value) if e]:
+                out[key] = RUNTIME_PATH_LISTS[key][0].join(kept)
+        elif key in CLEARED_ENV or key.startswith(_CLEARED_PREFIXES):
+            out[key] = ""
+    return out
+
+
+def _in_runtime(entry: str) -> bool:
+    path = posixpath.normpath(entry) if entry.startswith("/") else ""
+    return bool(path) and ".." not in entry and any(path == r or path.startswith(r + "/") for r in SYSTEM_ROOTS)
 
 
 class SealedVerifier:
