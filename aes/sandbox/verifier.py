@@ -11,12 +11,13 @@ compilers, exactly as the task built them — into which aes has written:
 
 That container starts with an explicit entrypoint (an absolute ``sleep``: the image's
 ENTRYPOINT and CMD never run), no healthcheck, the image's environment with loader and
-interpreter start-up hooks cleared (``LD_*`` but their entries inside ``/usr`` and ``/lib``, ``BASH_ENV``, ``BASH_FUNC_*``, ``PYTHONSTARTUP``,
-``NODE_OPTIONS``, ... see :data:`CLEARED_ENV`; ``PYTHONPATH`` is kept: images set it so that the
-tests import the agent's module, and what it could shadow is not carried), and ``test.sh`` runs from
-``/tests`` (a directory the agent never wrote), as the task's verifier user (else the image's
-``USER``) given by number, with ``HOME`` set to that user's home in the pristine image, so a
-changed ``/etc/passwd`` can neither stop it nor move the home where tools read their settings. The reward is read from that
+interpreter start-up hooks cleared (``LD_*``, but for their entries inside ``/usr`` and ``/lib``;
+``BASH_ENV``, ``BASH_FUNC_*``, ``PYTHONSTARTUP``, ``NODE_OPTIONS``, ... see :data:`CLEARED_ENV`;
+``PYTHONPATH`` is kept: images set it so that the tests import the agent's module, and what it
+could shadow is not carried), and ``test.sh`` runs from ``/tests`` (a directory the agent never
+wrote), as the task's verifier user (else the image's ``USER``) given by number, with ``HOME``
+set to that user's home in the pristine image, so a changed ``/etc/passwd`` can neither stop it
+nor move the home where tools read their settings. The reward is read from that
 container's ``/logs/verifier``. So nothing the agent did can replace a tool the tests run,
 plant code an interpreter loads at start, pre-write or redirect the reward, or run at
 verification time — except what the tests themselves choose to execute or import from the
