@@ -357,3 +357,23 @@ def test_scratch_space_is_carried_writable_by_the_verifiers_user(tmp_path):
     assert (scratch.uid, scratch.gid) == (1000, 1000) and scratch.mode & 0o600 == 0o600
     assert members["tmp/work"].mode & 0o700 == 0o700 and members["tmp/work"].uid == 1000
     assert members["app/ro.txt"].mode & 0o777 == 0o444  # outside scratch space, modes are the work
+
+
+def test_links_to_data_directories_stay_links(tmp_path):
+    import tarfile
+
+    upper, merged = tmp_path / "upper", tmp_path / "merged"
+    for base in (upper, merged):
+        (base / "app" / "releases" / "v2").mkdir(parents=True)
+        (base / "tmp" / "w").mkdir(parents=True)
+        os.symlink("releases/v2", base / "app" / "current")
+        os.symlink("/tmp/w", base / "app" / "scratch")
+        os.symlink("/usr", base / "app" / "sys")
+        os.symlink("/", base / "app" / "root")
+    carry = carry_from_host(str(upper), str(merged), SealPolicy({}), lambda p: False, 1000, 1 << 20)
+    with tarfile.open(fileobj=carry.archive) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    assert members["app/current"].issym() and members["app/current"].linkname == "releases/v2"
+    for dropped in ("app/scratch", "app/sys", "app/root"):
+        assert dropped not in members, dropped
+    assert carry.links == 1 and "1 directory link(s)" in carry.summary()

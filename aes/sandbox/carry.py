@@ -11,15 +11,18 @@ paths to delete. Two ways to find and read them, with the same result:
   host-side reader outside the container's file system;
 * anywhere else through the engine's API (``docker diff`` and archive downloads), slower.
 
-Every symlink or hard link is carried as a copy of the regular file it points to (links to
-directories, dangling links and special files are dropped): a carried path can never alias a
-file the verifier writes later. Set-user/group-ID bits are cleared. A git repository's
+Every symlink or hard link to a regular file is carried as a copy of that file: a carried path
+can never alias a file the verifier writes later. A symlink to a data directory stays a link
+(:func:`dir_link_allowed`); dangling links, other links to directories and special files are
+dropped. Set-user/group-ID bits are cleared. A git repository's
 ``config`` is carried without its command-valued keys (:mod:`aes.sandbox.gitconfig`).
 """
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import logging
 import os
 import posixpath
@@ -63,6 +66,8 @@ class Carry:
     """Reason -> number of changed paths not carried."""
     examples: dict[str, list[str]] = field(default_factory=dict)
     """Reason -> the first few paths not carried for it."""
+    links: int = 0
+    """Symlinks to data directories, carried as links."""
     sanitized: dict[str, list[str]] = field(default_factory=dict)
     """Git configuration files carried without these command-valued keys."""
     method: str = ""
@@ -74,7 +79,9 @@ class Carry:
             seen.append(path)
 
     def summary(self) -> str:
-        parts = [f"carried {self.files} file(s), {self.bytes} bytes, {len(self.deletions)} deletion(s) ({self.method})"]
+        links = f", {self.links} directory link(s)" if self.links else ""
+        parts = [f"carried {self.files} file(s){links}, {self.bytes} bytes, {len(self.deletions)} deletion(s) "
+                 f"({self.method})"]
         if self.skipped:
             top = ", ".join(f"{n} x {why}" for why, n in self.skipped.most_common(4))
             parts.append(f"not carried: {top}")
@@ -159,6 +166,19 @@ class _Writer:
             self.carry.sanitized[path] = dropped
         data = text.encode("utf-8", "surrogateescape")
         return io.BytesIO(data), len(data)
+
+    def symlink(self, path: str, target: str, uid: int, gid: int, mtime: float) -> None:
+        """A symlink to a data directory (:func:`dir_link_allowed` decided it may stay a link)."""
+        if path in self.seen:
+            return
+        self.seen.add(path)
+        self._count(0)
+        info = tarfile.TarInfo(path.lstrip("/"))
+        info.type, info.linkname, info.mode = tarfile.SYMTYPE, target, 0o777
+        info.uid, info.gid, info.mtime = uid, gid, int(mtime)
+        self.tar.addfile(info)
+        if self.carry is not None:
+            self.carry.links += 1
 
     def check_deletions(self, carry: Carry) -> None:
         """Deletions count against the same limit as carried entries (each is a command to run)."""
@@ -396,18 +416,35 @@ def _host_entry(path: str, st: os.stat_result, opaque: bool, redirected: bool, t
     if policy.in_bin_dir(path) and pristine(path):
         carry.skip(policy.MODIFIED_TOOL, path)
         return
-    _host_file(path, tree, carry, writer)
+    if policy.contains_protected(path):  # a file or link in place of a directory that holds protected paths
+        carry.skip(f"{path} contains protected paths", path)
+        return
+    _host_file(path, tree, carry, writer, policy)
 
 
-def _host_file(path: str, tree: SafeTree, carry: Carry, writer: _Writer) -> None:
-    """A regular file, or a copy of what a symlink resolves to; anything else is dropped."""
+def dir_link_allowed(target: str, policy: SealPolicy) -> bool:
+    """Whether a symlink to the directory ``target`` (resolved) may be carried as a link: the target
+    is data the agent may change, not scratch space the tests write to, nor an ancestor of what
+    the seal protects (the verifier never reads or writes through it into protected paths)."""
+    return (target != "/" and policy.deny_reason(target, is_dir=True) is None
+            and not policy.contains_protected(target)
+            and not any(target == d or target.startswith(d + "/") for d in SCRATCH_DIRS))
+
+
+def _host_file(path: str, tree: SafeTree, carry: Carry, writer: _Writer, policy: SealPolicy) -> None:
+    """A regular file, a copy of the regular file a symlink resolves to, or a symlink to a data
+    directory (``/app/current -> releases/v2``); anything else is dropped."""
     source = path
     st = tree.lstat(path)
     if st is not None and stat.S_ISLNK(st.st_mode):
         source = tree.resolve(path) or ""
+        target = tree.lstat(source) if source else None
+        if target is not None and stat.S_ISDIR(target.st_mode) and dir_link_allowed(source, policy):
+            writer.symlink(path, tree.readlink(path) or source, st.st_uid, st.st_gid, st.st_mtime)
+            return
     opened = tree.open_regular(source) if source else None
     if opened is None:
-        carry.skip("links to directories, dangling links and special files", path)
+        carry.skip("links to directories outside the data, dangling links and special files", path)
         return
     handle, fst = opened
     with handle:
@@ -446,7 +483,7 @@ def _host_subtree(root: str, tree: SafeTree, policy: SealPolicy, carry: Carry, w
                 writer.directory(path, st.st_mode, st.st_uid, st.st_gid, st.st_mtime)
                 stack.append(path)
             else:
-                _host_file(path, tree, carry, writer)
+                _host_file(path, tree, carry, writer, policy)
 
 
 def _delete(path: str, policy: SealPolicy, carry: Carry) -> None:
@@ -550,9 +587,9 @@ def _api_fetch(api, cid: str, path: str, policy: SealPolicy, carry: Carry, write
                     writer.file(target, handle, member.size if member.isfile() else _size(tar, member),
                                 member.mode, member.uid, member.gid, member.mtime)
             elif member.issym():
-                _api_symlink(api, cid, target, member, carry, writer)
+                _api_symlink(api, cid, target, member, carry, writer, policy)
             else:
-                carry.skip("links to directories, dangling links and special files", target)
+                carry.skip("links to directories outside the data, dangling links and special files", target)
 
 
 def _size(tar: tarfile.TarFile, member: tarfile.TarInfo) -> int:
@@ -560,11 +597,26 @@ def _size(tar: tarfile.TarFile, member: tarfile.TarInfo) -> int:
     return linked.size
 
 
-def _api_symlink(api, cid: str, path: str, member: tarfile.TarInfo, carry: Carry, writer: _Writer) -> None:
-    """Carry a copy of the regular file a symlink leads to (the engine resolves the parents)."""
+def _engine_stat(api, cid: str, path: str) -> dict | None:
+    """The engine's stat of ``path`` in the container (it resolves symlinks on the way)."""
+    response = api.head(api._url("/containers/{0}/archive", cid), params={"path": path})
+    header = response.headers.get("X-Docker-Container-Path-Stat") if response.status_code == 200 else None
+    return json.loads(base64.b64decode(header)) if header else None
+
+
+def _api_symlink(api, cid: str, path: str, member: tarfile.TarInfo, carry: Carry, writer: _Writer,
+                 policy: SealPolicy) -> None:
+    """Carry a copy of the regular file a symlink leads to, or the link itself where it leads to a
+    data directory (the engine resolves the parents)."""
     link, current = member.linkname, path
     for _ in range(_MAX_HOPS):
         current = posixpath.normpath(link if link.startswith("/") else posixpath.join(posixpath.dirname(current), link))
+        head = _engine_stat(api, cid, current)
+        if head is not None and head.get("mode", 0) & (1 << 31) and not head.get("linkTarget"):
+            if dir_link_allowed(current, policy):
+                writer.symlink(path, member.linkname, member.uid, member.gid, member.mtime)
+                return
+            break
         archive = _download(api, cid, current, writer.max_bytes)
         if archive is None:
             break
@@ -581,7 +633,7 @@ def _api_symlink(api, cid: str, path: str, member: tarfile.TarInfo, carry: Carry
                     writer.file(path, handle, first.size, first.mode, first.uid, first.gid, first.mtime)
                     return
             break
-    carry.skip("links to directories, dangling links and special files", path)
+    carry.skip("links to directories outside the data, dangling links and special files", path)
 
 
 def apply_carry(verifier, carry: Carry) -> str | None:

@@ -47,8 +47,11 @@ diffs, pagers, signature programs, shell aliases: :mod:`aes.sandbox.gitconfig`).
 
 A deletion is carried unless the path is protected or contains a protected root; an agent
 cannot delete ``/etc/passwd`` (``docker exec -u`` needs it). Symlinks and hard links are
-carried as copies of the file they point to (dangling links, links to directories and special
-files are dropped), so no carried path can alias a file the verifier writes later.
+carried as copies of the file they point to, so no carried path can alias a file the verifier
+writes later; a symlink to a directory stays a link when that directory is data the agent may
+change (``/app/current -> releases/v2``), never when it leads into scratch space (``/tmp``),
+the verifier's paths or a directory that holds protected ones. Dangling links, other links to
+directories and special files are dropped.
 """
 
 from __future__ import annotations
