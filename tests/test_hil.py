@@ -15,9 +15,9 @@ from tests.conftest import make_task
 
 BLOCKERS = [
     {"id": "B1", "type": "missing_parameters", "topic": "late fee percentage", "keywords": ["late fee", "penalty"],
-     "answer": "1.5"},
+     "answer": "1.5", "alternative": "2.5"},
     {"id": "B2", "type": "business_information", "topic": "billing currency", "keywords": ["currency"],
-     "answer": "EUR"},
+     "answer": "EUR", "alternative": "USD"},
 ]
 SOLVE = ("python3 -c \"import json; a = json.load(open('/solution/answers.json')); "
          "open('/app/out.txt', 'w').write(a['B1'] + ' ' + a['B2'])\"\n")
@@ -53,6 +53,38 @@ def test_the_registry_is_checked(tmp_path):
     with pytest.raises(BlockerError) as err:
         load_blockers(path)
     assert err.value.code == "hil.blocker_type"
+
+
+@pytest.mark.parametrize("change, code, words", [
+    (lambda b: b.pop("alternative"), "hil.no_alternative", "alternative"),
+    (lambda b: b.update(alternative="EUR"), "hil.alternative_same", "equals"),
+    (lambda b: b.update(guess=""), "hil.blocker_invalid", "guess"),
+    (lambda b: b.update(alternate="USD"), "hil.blocker_invalid", "alternate"),
+])
+def test_every_blocker_declares_a_parseable_alternative(tmp_path, change, code, words):
+    """The alternative answer (what admission runs the reference with) is required and differs from
+    the answer; a guess, when given, is a non-empty string; a misspelt field is an error."""
+    path = hil_task(tmp_path)
+    blockers = json.loads((path / "blockers.json").read_text())
+    change(blockers[1])
+    (path / "blockers.json").write_text(json.dumps(blockers))
+    with pytest.raises(BlockerError, match=words) as err:
+        load_blockers(path)
+    assert err.value.code == code and "B2" in str(err.value)
+
+
+def test_the_guess_defaults_to_the_alternative(tmp_path):
+    path = hil_task(tmp_path, blockers=[BLOCKERS[0], {**BLOCKERS[1], "guess": "EUR"}])
+    first, second = load_blockers(path)
+    assert (first.guessed, second.guessed) == ("2.5", "EUR")
+    assert "alternative" not in first.public() and "guess" not in second.public() and "answer" not in first.public()
+
+
+def test_the_seed_registries_load():
+    from tests.test_hil_compat import HIL_SEED_NAMES, HIL_SEEDS
+
+    for name in HIL_SEED_NAMES:
+        assert all(b.alternative and b.alternative != b.answer for b in load_blockers(HIL_SEEDS / name)), name
 
 
 def test_three_settings_without_model_calls(tmp_path):

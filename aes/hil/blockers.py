@@ -12,6 +12,7 @@ TYPES = ("missing_parameters", "business_information", "ambiguous_requirements",
 """The HiL-Bench taxonomy of blockers."""
 REGISTRY = "blockers.json"
 ANSWERS = "solution/answers.json"
+FIELDS = frozenset({"id", "type", "topic", "keywords", "answer", "alternative", "guess"})
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 
 
@@ -33,6 +34,16 @@ class Blocker:
     """The withheld answer (never shown to the solver unless it asks)."""
     keywords: tuple[str, ...] = field(default_factory=tuple)
     """Words a question about it would use (the deterministic judge's vocabulary)."""
+    alternative: str = ""
+    """Another answer, in the same form, that the reference parses and acts on and the tests must
+    reject: admission runs the reference with it to check the blocker matters."""
+    guess: str | None = None
+    """What a solver that did not ask would most likely assume (None: the alternative); admission's
+    guess run uses every blocker's guess at once."""
+
+    @property
+    def guessed(self) -> str:
+        return self.alternative if self.guess is None else self.guess
 
     def public(self) -> dict:
         """The blocker without its answer (what a model judge sees)."""
@@ -41,6 +52,8 @@ class Blocker:
     def to_dict(self) -> dict:
         data = asdict(self)
         data["keywords"] = list(self.keywords)
+        if self.guess is None:
+            del data["guess"]
         return data
 
 
@@ -49,8 +62,9 @@ def is_hil_task(task_dir: str | Path) -> bool:
 
 
 def load_blockers(task_dir: str | Path, max_bytes: int = 1 << 20) -> list[Blocker]:
-    """The task's registry, checked: a list of blockers with unique ids, a known type, a topic and
-    an answer; ``solution/answers.json`` must hold exactly those answers."""
+    """The task's registry, checked: a list of blockers with unique ids, a known type, a topic, an
+    answer and an alternative answer (optionally a guess); ``solution/answers.json`` must hold
+    exactly the answers."""
     root = Path(task_dir)
     path = root / REGISTRY
     if not path.is_file():
@@ -80,10 +94,40 @@ def load_blockers(task_dir: str | Path, max_bytes: int = 1 << 20) -> list[Blocke
         keywords = item.get("keywords", [])
         if not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords):
             raise BlockerError("hil.blocker_invalid", f"{where}: keywords must be a list of strings")
+        where = f"{where} ({item['id']})"
+        alternative, guess = _alternative(item, where), _guess(item, where)
+        unknown = sorted(set(item) - FIELDS)
+        if unknown:
+            raise BlockerError("hil.blocker_invalid", f"{where}: unknown field(s) {', '.join(unknown)}; a blocker "
+                                                      f"has {', '.join(sorted(FIELDS))}")
         seen.add(item["id"])
-        blockers.append(Blocker(item["id"], item["type"], item["topic"].strip(), item["answer"], tuple(keywords)))
+        blockers.append(Blocker(item["id"], item["type"], item["topic"].strip(), item["answer"], tuple(keywords),
+                                alternative, guess))
     _check_answers(root, blockers)
     return blockers
+
+
+def _alternative(item: dict, where: str) -> str:
+    value = item.get("alternative")
+    if not isinstance(value, str) or not value.strip():
+        raise BlockerError("hil.no_alternative",
+                           f"{where} needs \"alternative\": another answer in the same form as \"answer\" that "
+                           "solution/solve.sh parses and acts on and the tests reject (admission runs the reference "
+                           "with it to check the blocker matters; a reference that cannot read it proves nothing)")
+    if value == item["answer"]:
+        raise BlockerError("hil.alternative_same", f"{where}: \"alternative\" equals \"answer\"; it must be a "
+                                                   "different answer the tests reject")
+    return value
+
+
+def _guess(item: dict, where: str) -> str | None:
+    if "guess" not in item or item["guess"] is None:
+        return None
+    if not isinstance(item["guess"], str) or not item["guess"].strip():
+        raise BlockerError("hil.blocker_invalid", f"{where}: \"guess\" must be a non-empty string in the form of "
+                                                  "\"answer\" (the default a solver that did not ask would assume), "
+                                                  "or left out (the alternative is guessed)")
+    return item["guess"]
 
 
 def _check_answers(root: Path, blockers: list[Blocker]) -> None:
