@@ -102,13 +102,13 @@ def evaluate(cfg: AesConfig, run_dir: Path) -> bool:
     print_table(f"evaluation of {runner.solver_name} (k={report.k})", ["env", "rewards", "mean", "pass"],
                 [[s.env_id, " ".join(_fmt(r) for r in s.rewards) or s.error, s.mean, "yes" if s.passed else "no"]
                  for s in report.tasks])
-    log.info("avg@%d = %.3f   pass@%d = %.3f   over %d tasks", report.k, report.avg_at_k, report.k,
-             report.pass_at_k, len(report.tasks))
+    log.info("avg@%d = %.3f (mean reward)   success rate %.3f (attempts at 1.0)   pass@%d = %.3f   over %d tasks",
+             report.k, report.avg_at_k, report.success_rate, report.k, report.pass_at_k, len(report.tasks))
     if report.hil:
         h = report.hil
-        log.info("human-in-the-loop (%s): success %.3f   Ask-F1 %.3f   ask rate %.3f   (precision %.3f, recall %.3f, "
-                 "%d attempts)", h["setting"], h["success"], h["ask_f1"], h["ask_rate"], h["precision"], h["recall"],
-                 h["attempts"])
+        log.info("human-in-the-loop (%s): mean reward %.3f   success rate %.3f   Ask-F1 %.3f   ask rate %.3f   "
+                 "(precision %.3f, recall %.3f, %d attempts)", h["setting"], h["mean_reward"], h["success_rate"],
+                 h["ask_f1"], h["ask_rate"], h["precision"], h["recall"], h["attempts"])
     (run_dir / "eval.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     return True
 

@@ -87,6 +87,17 @@ def test_the_seed_registries_load():
         assert all(b.alternative and b.alternative != b.answer for b in load_blockers(HIL_SEEDS / name)), name
 
 
+def test_the_task_reward_and_the_training_reward_of_an_attempt():
+    """extra.reward is the task reward; the shaped one only trains. Files written before the shaped
+    reward had its own key (reward = shaped, reward_task = task) read the same way."""
+    from aes.rewards import task_reward, training_reward
+
+    now, before, plain = {"reward": 0.5, "reward_shaped": 1.0}, {"reward": 1.0, "reward_task": 0.5}, {"reward": 0.5}
+    assert [task_reward(e) for e in (now, before, plain)] == [0.5, 0.5, 0.5]
+    assert [training_reward(e) for e in (now, before, plain)] == [1.0, 1.0, 0.5]
+    assert task_reward({"reward": None}) is None and training_reward({"reward": None}) is None
+
+
 def test_three_settings_without_model_calls(tmp_path):
     blockers = load_blockers(hil_task(tmp_path))
     full = instruction_for("full_info", "Do it.", blockers)

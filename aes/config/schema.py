@@ -498,7 +498,9 @@ class HilConfig:
     """Who decides which withheld details a question asks about: keyword (deterministic) or model
     (the proposer's model, with the domain's judge prompt)."""
     shaped_reward_weight: float = 0.0
-    """Training reward = task reward + this x Ask-F1 (0: the task reward alone)."""
+    """The DPPO advantage is computed from task reward + this x Ask-F1 (``extra.reward_shaped``; 0:
+    the task reward alone). Eval, calibration, the index and ``sft.min_reward`` always read the task
+    reward (``extra.reward``)."""
 
     def __post_init__(self) -> None:
         if self.setting not in ("full_info", "ask_human", "no_tool"):

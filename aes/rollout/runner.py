@@ -22,6 +22,7 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from aes.agents import TerminalAgent, write_json_atomic
+from aes.rewards import task_reward
 from aes.config import AgentConfig
 from aes.models import ChatModel
 from aes.rollout.index import AttemptRecord, IndexRow, failure_signature, read_index, row_key, write_index
@@ -93,7 +94,7 @@ class RolloutRunner:
         """The setting of human-in-the-loop tasks (full_info, ask_human, no_tool); None: HiL off."""
         self.hil_judge = None
         self.hil_weight = 0.0
-        """Shaped reward: task reward + this x Ask-F1 (``hil.shaped_reward_weight``)."""
+        """Shaped reward for the DPPO advantage: task reward + this x Ask-F1 (``hil.shaped_reward_weight``)."""
         self._lock = threading.Lock()
         self._background: dict[str, ThreadPoolExecutor] = {}
 
@@ -235,12 +236,13 @@ class RolloutRunner:
 
 
 def _shape(extra: dict, weight: float) -> None:
-    """Human-in-the-loop shaped reward: the task reward plus ``weight`` x Ask-F1 (kept apart too)."""
+    """Human-in-the-loop shaped reward, ``extra.reward_shaped``: the task reward plus ``weight`` x
+    Ask-F1. Only the DPPO advantage uses it (:func:`aes.agents.trajectory.training_reward`);
+    ``extra.reward`` stays the task reward."""
     hil = extra.get("hil")
     if not weight or not hil or extra.get("reward") is None:
         return
-    extra["reward_task"] = extra["reward"]
-    extra["reward"] = extra["reward"] + weight * hil["ask_f1"]
+    extra["reward_shaped"] = extra["reward"] + weight * hil["ask_f1"]
 
 
 class InFlight:
@@ -316,7 +318,7 @@ def attach_result(result: TrialResult, env_id: str, solver: str, attempt: int) -
 def record_from_trajectory(trajectory: dict, path: Path) -> AttemptRecord:
     extra = trajectory["extra"]
     return AttemptRecord(env_id=extra["env_id"], solver=extra["solver"], attempt=extra["attempt"],
-                         reward=extra["reward"], outcome=extra["outcome"], end_reason=extra.get("end_reason"),
+                         reward=task_reward(extra), outcome=extra["outcome"], end_reason=extra.get("end_reason"),
                          failure=extra.get("failure"), path=str(path))
 
 
