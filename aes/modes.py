@@ -41,22 +41,27 @@ def tasks_under(directory: str) -> list:
 
 
 @contextmanager
-def solver_session(cfg: AesConfig, run_dir: Path, budget: RunBudget | None = None, *others: ChatModel):
-    """A rollout runner for the configured solver and sandbox; closes the model and reports spend.
+def solver_session(cfg: AesConfig, run_dir: Path, budget: RunBudget | None = None, proposer: ChatModel | None = None):
+    """A rollout runner for the configured solver and sandbox; closes the models and reports spend.
 
-    The solver and ``others`` (models the mode also uses, sharing ``budget``) are health-checked
-    before the sandbox is touched: a model server that is down stops the mode with its address.
+    The solver, ``proposer`` (when the mode also uses one, sharing ``budget``) and the judge of
+    ``hil.judge=model`` (``hil.judge_model``, else the proposer's) are health-checked before the
+    sandbox is touched: a model server that is down stops the mode with its address.
     """
-    from aes.compose import build_rollouts, build_trials
+    from aes.compose import build_judge_model, build_rollouts, build_trials
     from aes.models import RunBudget, build_model, check_models
     from aes.paths import RunPaths
 
     budget = RunBudget(cfg.budget) if budget is None else budget
     solver = build_model(cfg.solver, budget)
+    judge, owned = None, False
     try:
-        check_models(solver, *others)
-        yield build_rollouts(cfg, RunPaths(run_dir), solver, build_trials(cfg))
+        judge, owned = build_judge_model(cfg, budget, solver, proposer)
+        check_models(solver, proposer, judge)
+        yield build_rollouts(cfg, RunPaths(run_dir), solver, build_trials(cfg), judge_model=judge)
     finally:
+        if owned:
+            judge.close()
         solver.close()
         s = budget.summary()
         log.info("model calls: %d, tokens: %d, cost: $%.4f", s["model_calls"], s["tokens"], s["cost_usd"])

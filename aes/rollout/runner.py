@@ -90,11 +90,9 @@ class RolloutRunner:
         """Cause -> count of attempts lost to the infrastructure, over this runner's life."""
         self.max_policy_span: int | None = None
         """Most policy updates one attempt may see (carried rollouts); None: no limit."""
-        self.hil_setting: str | None = None
-        """The setting of human-in-the-loop tasks (full_info, ask_human, no_tool); None: HiL off."""
-        self.hil_judge = None
-        self.hil_weight = 0.0
-        """Shaped reward for the DPPO advantage: task reward + this x Ask-F1 (``hil.shaped_reward_weight``)."""
+        self.hil = None
+        """How attempts meet human-in-the-loop tasks (:class:`aes.hil.tool.HilRun`: the setting, the
+        judge, the shaped reward's weight); None: HiL off."""
         self._lock = threading.Lock()
         self._background: dict[str, ThreadPoolExecutor] = {}
 
@@ -105,7 +103,7 @@ class RolloutRunner:
                              self.policy_version if policy_version is None else policy_version)
         view._lock, view.infra_failures, view._background = self._lock, self.infra_failures, self._background
         view.max_policy_span = self.max_policy_span
-        view.hil_setting, view.hil_judge, view.hil_weight = self.hil_setting, self.hil_judge, self.hil_weight
+        view.hil = self.hil
         return view
 
     def submit(self, tasks: list[Task], attempts: int) -> "InFlight":
@@ -197,11 +195,7 @@ class RolloutRunner:
                 return record_from_file(path)
             except (ValueError, KeyError) as exc:
                 log.warning("unreadable trajectory %s (%s); running the attempt again", path, exc)
-        hil = None
-        if self.hil_setting:
-            from aes.hil.tool import hil_attempt
-
-            hil = hil_attempt(env.task, self.hil_setting, self.hil_judge)
+        hil = self.hil.attempt(env.task) if self.hil else None
         agent = TerminalAgent(self.solver, self.agent_cfg, name=self.solver_name, hints=hints,
                               max_policy_span=self.max_policy_span, hil=hil)
         result = self.trials.run(env.task, agent, image, logs_to=path.parent / f"{path.stem}.logs")
@@ -210,7 +204,7 @@ class RolloutRunner:
             trajectory["extra"]["logs"] = {**result.logs, "dir": Path(result.logs["dir"]).name}
         elif result.logs.get("note"):
             trajectory["extra"]["logs"] = {"note": result.logs["note"]}
-        _shape(trajectory["extra"], self.hil_weight)
+        _shape(trajectory["extra"], self.hil.shaped_reward_weight if self.hil else 0.0)
         if result.outcome in INFRASTRUCTURE:
             # kept for the record, under a name a resumed run does not reuse: the attempt runs again
             aside = path.parent / "infra" / path.name
