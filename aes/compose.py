@@ -126,13 +126,13 @@ def domain_checks(cfg: AesConfig):
 
 def make_validator(cfg: AesConfig, trials=None, logs_dir=None):
     """Admission checks 1-4 as the config says (``admission`` thresholds, the domain's reset check,
-    do-nothing-earns-zero rule and own checks), on ``trials`` or the configured executor; the
+    do-nothing-earns-zero rule, blocker registry and own checks), on ``trials`` or the configured executor; the
     reference runs' logs (screenshots, ...) kept under ``logs_dir`` when given."""
     from aes.admission import Validator
 
     return Validator(cfg.sandbox, trials, nop_max_reward=cfg.admission.nop_max_reward,
                      reset_check=cfg.domain.reset_check, domain_checks=domain_checks(cfg),
-                     nop_zero=cfg.domain.nop_zero, logs_dir=logs_dir)
+                     nop_zero=cfg.domain.nop_zero, logs_dir=logs_dir, blocker_registry=cfg.domain.blocker_registry)
 
 
 @dataclass

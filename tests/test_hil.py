@@ -165,3 +165,62 @@ def test_ask_human_in_a_real_trial(sandbox, cfg, tmp_path):
     record = result.agent_info["trajectory"]["extra"]["hil"]
     assert [q["matched"] for q in record["asked"]] == [["B1"], ["B2"]] and record["ask_f1"] == 1.0
     assert "1.5" in model.seen[1][-1]["content"]  # the human's reply came back as the observation
+
+
+def test_the_prompt_harnesses_can_write_a_hil_task(tmp_path):
+    """The harnesses' file blocks may hold blockers.json (a file at the task root, nowhere else)."""
+    from aes.proposer.files import DraftError, parse_files, write_files
+
+    reply = "".join(f'<file path="{rel}">\n{text}</file>\n' for rel, text in [
+        ("instruction.md", "Write the fee.\n"), ("blockers.json", json.dumps(BLOCKERS)),
+        ("solution/answers.json", json.dumps({"B1": "1.5", "B2": "EUR"}))])
+    files = parse_files(reply)
+    assert set(files) == {"instruction.md", "blockers.json", "solution/answers.json"}
+    write_files(files, tmp_path / "draft")
+    assert json.loads((tmp_path / "draft" / "blockers.json").read_text()) == BLOCKERS
+    for bad in ("blockers.json/x", "instruction.md/x", "environment", "answers.json"):
+        with pytest.raises(DraftError):
+            parse_files(f'<file path="{bad}">x</file>')
+
+
+def _static_validator(*overrides):
+    """Admission as ``domain=hil`` configures it; the trials never run (static checks stop first)."""
+    from aes.compose import build_trials, make_validator
+    from aes.config import compose_config
+
+    cfg = compose_config(["sandbox=simulated", *overrides])
+    return make_validator(cfg, build_trials(cfg))
+
+
+def test_a_hil_draft_without_a_registry_is_rejected(tmp_path):
+    path = hil_task(tmp_path)
+    (path / "blockers.json").unlink()
+    report = _static_validator("domain=hil").validate(path)
+    assert [r.code for r in report.reasons] == ["hil.no_registry"] and "domain.blocker_registry" in str(report.reasons[0])
+    assert "build" not in report.timings
+
+
+def test_a_bad_registry_is_a_static_reason_before_the_build(tmp_path):
+    path = hil_task(tmp_path, blockers=[{**BLOCKERS[0], "type": "whim"}, BLOCKERS[1]])
+    for overrides in (["domain=hil"], []):  # a registry is checked wherever one is present
+        report = _static_validator(*overrides).validate(path)
+        assert [r.code for r in report.reasons] == ["hil.blocker_type"] and "build" not in report.timings
+
+
+@pytest.mark.docker
+def test_eval_reports_a_bad_registry_per_task_and_goes_on(sandbox, tmp_path):
+    """mode=eval over a good HiL task and one whose registry does not load: the bad one is an error
+    row naming the reason, the good one is attempted, and the eval finishes."""
+    from aes.config import compose_config
+    from aes.modes import evaluate
+
+    tasks = tmp_path / "tasks"
+    hil_task(tasks, "good")
+    hil_task(tasks, "bad", blockers=[BLOCKERS[0], {**BLOCKERS[1], "alternative": "EUR"}])
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    cfg = compose_config(["mode=eval", "domain=hil", f"tasks={tasks}", "solver=scripted", "k=1"])
+    assert evaluate(cfg, run_dir)
+    scores = {t["task"]: t for t in json.loads((run_dir / "eval.json").read_text())["tasks"]}
+    assert scores["test/good"]["rewards"] == [0.0] and scores["test/good"]["error"] is None
+    assert scores["test/bad"]["rewards"] == [] and "hil.alternative_same" in scores["test/bad"]["error"]

@@ -196,6 +196,9 @@ class DomainConfig:
     reset_check: bool = False
     """Admission also starts the environment twice (same initial state?) and runs the reference
     twice (paper App. C; on for the domains of App. C, off for terminal tasks, as Harbor admits them)."""
+    blocker_registry: bool = False
+    """Every task of the domain is human-in-the-loop (aes/hil): a task without ``blockers.json`` is
+    rejected at the static checks (``hil.no_registry``), as is a malformed registry (on for ``hil``)."""
     nop_zero: bool = False
     """Admission demands that doing nothing earns exactly 0 (paper App. C.1, for its domains), not just
     less than ``admission.nop_max_reward``: a partial-credit test must give no section to an untouched

@@ -7,6 +7,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from aes.tasks import Reason
+
 TYPES = ("missing_parameters", "business_information", "ambiguous_requirements", "contradictory_information",
          "question", "schema")
 """The HiL-Bench taxonomy of blockers."""
@@ -143,6 +145,21 @@ def _check_answers(root: Path, blockers: list[Blocker]) -> None:
     if answers != expected:
         raise BlockerError("hil.answers_mismatch", f"{ANSWERS} must hold exactly the registry's answers {{id: answer}}; "
                                                    f"it has {sorted(answers) if isinstance(answers, dict) else answers!r}")
+
+
+def registry_reasons(task_dir: str | Path, required: bool = False) -> list[Reason]:
+    """The static check of a task's registry: [] when it loads, else the reason (``hil.*``).
+    ``required``: the domain's tasks are all human-in-the-loop, so a missing registry is named so."""
+    try:
+        load_blockers(task_dir)
+    except BlockerError as exc:
+        message = str(exc)
+        if exc.code == "hil.no_registry" and required:
+            message = (f"{REGISTRY} is missing, and every task of this domain is human-in-the-loop "
+                       "(domain.blocker_registry): list the withheld details there (id, type, topic, keywords, "
+                       "answer, alternative) and their answers in solution/answers.json")
+        return [Reason(exc.code, message)]
+    return []
 
 
 def write_answers(task_dir: Path, answers: dict[str, str]) -> None:

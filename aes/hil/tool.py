@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aes.agents.terminal import HostTool
-from aes.hil.blockers import Blocker, is_hil_task, load_blockers
+from aes.hil.blockers import Blocker, BlockerError, is_hil_task, load_blockers
 from aes.hil.human import MAX_BLOCKERS_PER_QUESTION, Judge, SimulatedHuman
 from aes.hil.metrics import ask_scores
 from aes.hil.settings import has_tool, instruction_for
@@ -51,6 +51,16 @@ class HilRun:
 
     def attempt(self, task) -> HilAttempt | None:
         return hil_attempt(task, self.setting, self.judge, self.max_blockers_per_question)
+
+    def error(self, task) -> str | None:
+        """Why no attempt at ``task`` can run in this setting (its registry does not load); None: it can."""
+        if not is_hil_task(task.path):
+            return None
+        try:
+            load_blockers(task.path)
+        except BlockerError as exc:
+            return f"{exc.code}: {exc}"
+        return None
 
 
 def hil_attempt(task, setting: str, judge: Judge,

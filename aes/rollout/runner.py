@@ -176,9 +176,19 @@ class RolloutRunner:
         return envs
 
     def _build_all(self, envs: dict[str, EnvRollouts]) -> dict[str, str]:
+        """The image of every env whose attempts can run; the others get their ``build_error``
+        (the image did not build, or a human-in-the-loop task's registry does not load)."""
         images: dict[str, str] = {}
+        runnable = {}
+        for env_id, env in envs.items():
+            error = self.hil.error(env.task) if self.hil else None
+            if error:
+                env.build_error = f"the blocker registry is invalid, no attempts: {error}"
+                log.error("%s: %s", env_id, env.build_error)
+            else:
+                runnable[env_id] = env
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            builds = {env_id: pool.submit(self.trials.sandbox.build, env.task) for env_id, env in envs.items()}
+            builds = {env_id: pool.submit(self.trials.sandbox.build, env.task) for env_id, env in runnable.items()}
             for env_id, future in builds.items():
                 build = future.result()
                 if build.image:
