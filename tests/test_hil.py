@@ -224,3 +224,15 @@ def test_eval_reports_a_bad_registry_per_task_and_goes_on(sandbox, tmp_path):
     scores = {t["task"]: t for t in json.loads((run_dir / "eval.json").read_text())["tasks"]}
     assert scores["test/good"]["rewards"] == [0.0] and scores["test/good"]["error"] is None
     assert scores["test/bad"]["rewards"] == [] and "hil.alternative_same" in scores["test/bad"]["error"]
+
+
+def test_the_table4_sweep_runs_in_the_whole_hil_domain():
+    """The sweep picks conf/domain/hil.yaml (its registry rule, no terminal-bench decontamination
+    index), not the terminal domain renamed."""
+    from aes.config.load import load_config
+    from tests.test_config import compose_sweep
+
+    for setting in ("full_info", "ask_human", "no_tool"):
+        cfg = load_config(compose_sweep("table4_hil_settings", [f"hil.setting={setting}", "tasks=x"]))
+        assert (cfg.mode, cfg.hil.setting, cfg.domain.name) == ("eval", setting, "hil")
+        assert cfg.domain.blocker_registry and cfg.domain.decontam_index is None
