@@ -104,9 +104,10 @@ def evaluate(cfg: AesConfig, run_dir: Path) -> bool:
     tasks = load_tasks(cfg)
     with solver_session(cfg, run_dir) as runner:
         report = run_eval(runner, tasks, cfg.k)
-    print_table(f"evaluation of {runner.solver_name} (k={report.k})", ["env", "rewards", "mean", "pass"],
-                [[s.env_id, " ".join(_fmt(r) for r in s.rewards) or s.error, s.mean, "yes" if s.passed else "no"]
-                 for s in report.tasks])
+    print_table(f"evaluation of {runner.solver_name} (k={report.k})",
+                ["env", "rewards", "mean reward", "success rate", "pass"],
+                [[s.env_id, " ".join(_fmt(r) for r in s.rewards) or s.error, s.mean, s.success_rate,
+                  "yes" if s.passed else "no"] for s in report.tasks])
     log.info("avg@%d = %.3f (mean reward)   success rate %.3f (attempts at 1.0)   pass@%d = %.3f   over %d tasks",
              report.k, report.avg_at_k, report.success_rate, report.k, report.pass_at_k, len(report.tasks))
     if report.hil:

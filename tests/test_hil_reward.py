@@ -57,7 +57,7 @@ def test_the_task_reward_scores_eval_and_the_shaped_one_trains(shaped):
     cfg, runner, task = shaped
     report = evaluate(runner, [task], k=1, show_progress=False)
     assert report.avg_at_k == 0.5 and report.pass_at_k == 0.0 and report.tasks[0].rewards == [0.5]
-    assert report.success_rate == 0.0  # binary success beside the mean reward
+    assert report.success_rate == report.tasks[0].success_rate == 0.0  # binary success beside the mean reward
     assert report.hil["mean_reward"] == 0.5 and report.hil["success_rate"] == 0.0 and report.hil["ask_f1"] == 1.0
     path = Path(runner.path(task.slug, 0))
     data = json.loads(path.read_text())

@@ -19,6 +19,8 @@ class TaskScore:
     passed: bool
     """At least one attempt scored full reward (1.0)."""
     error: str | None = None
+    success_rate: float = 0.0
+    """Share of the k attempts at full reward (binary success; a missing reward is a failure)."""
 
 
 @dataclass
@@ -29,7 +31,8 @@ class EvalReport:
     pass_at_k: float
     """Share of tasks with at least one attempt at full reward."""
     success_rate: float = 0.0
-    """Binary success: share of all attempts at full reward (1.0; missing rewards count as failures)."""
+    """Binary success beside avg@k: mean over tasks of the share of their attempts at full reward (1.0;
+    missing rewards count as failures)."""
     tasks: list[TaskScore] = field(default_factory=list)
     hil: dict | None = None
     """Human-in-the-loop tasks: the setting, mean task reward, success rate, Ask-F1, precision, recall
@@ -46,12 +49,13 @@ def evaluate(rollouts: RolloutRunner, tasks: list[Task], k: int, show_progress: 
         rewards = [r.reward for r in sorted(env.records, key=lambda r: r.attempt)]
         filled = [r if r is not None else 0.0 for r in rewards] or [0.0]
         scores.append(TaskScore(env.env_id, env.task.name, rewards, statistics.fmean(filled),
-                                any(r is not None and r >= 1.0 for r in rewards), env.build_error))
+                                any(r is not None and r >= 1.0 for r in rewards), env.build_error,
+                                _success_rate(rewards or [None])))
     return EvalReport(
         k=k,
         avg_at_k=statistics.fmean(s.mean for s in scores) if scores else 0.0,
         pass_at_k=statistics.fmean(float(s.passed) for s in scores) if scores else 0.0,
-        success_rate=_success_rate([r for s in scores for r in (s.rewards or [None])]),
+        success_rate=statistics.fmean(s.success_rate for s in scores) if scores else 0.0,
         tasks=scores,
         hil=_hil(envs),
     )
