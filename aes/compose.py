@@ -30,14 +30,43 @@ def build_trials(cfg: AesConfig):
 
 
 def build_rollouts(cfg: AesConfig, paths: RunPaths, solver: ChatModel, trials, judge_model: ChatModel | None = None):
-    """The solver's rollout runner; human-in-the-loop tasks run in ``hil.setting`` with its judge."""
+    """The solver's rollout runner; human-in-the-loop tasks run in ``hil.setting`` with its judge
+    (``judge_model``: the model behind ``hil.judge=model``, see :func:`build_judge_model`)."""
     from aes.rollout import RolloutRunner
 
     runner = RolloutRunner(solver, cfg.agent, trials, paths.root, cfg.sandbox.concurrency,
                            infra_limit=cfg.infra_failure_limit)
-    runner.hil_setting, runner.hil_weight = cfg.hil.setting, cfg.hil.shaped_reward_weight
-    runner.hil_judge = build_judge(cfg, judge_model)
+    from aes.hil.tool import HilRun
+
+    runner.hil = HilRun(cfg.hil.setting, build_judge(cfg, judge_model), cfg.hil.shaped_reward_weight,
+                        cfg.hil.max_blockers_per_question)
     return runner
+
+
+def build_judge_model(cfg: AesConfig, budget: RunBudget, solver: ChatModel,
+                      proposer: ChatModel | None = None) -> tuple[ChatModel | None, bool]:
+    """The model behind ``hil.judge=model`` and whether the caller owns it (and must close it):
+    ``hil.judge_model`` when one is chosen, else the proposer's model (``proposer``, the live one,
+    when the mode has it). The judge is never silently the solver itself: when the proposer's model
+    is the solver's (the same config, or a shared policy), ``hil.judge_model`` must name the judge."""
+    if cfg.hil.judge != "model":
+        return None, False
+    chosen = cfg.hil.judge_model
+    if chosen is None:
+        if cfg.proposer == cfg.solver or proposer is solver:
+            raise ConfigError(
+                "hil.judge=model judges questions with the proposer's model, which in this run is the solver "
+                f"itself ({cfg.solver.name}): the solver would grade its own questions. Choose the judge with "
+                "proposer@hil.judge_model=NAME (any conf/proposer option, e.g. claude, gpt, local), or set "
+                "hil.judge=keyword")
+        if proposer is not None:
+            return proposer, False
+        return build_model(cfg.proposer, budget), True
+    if chosen == cfg.solver:
+        return solver, False  # chosen by name: the solver's engine, not a second copy of it
+    if proposer is not None and proposer is not solver and chosen == cfg.proposer:
+        return proposer, False
+    return build_model(chosen, budget), True
 
 
 def build_judge(cfg: AesConfig, model: ChatModel | None):
@@ -49,7 +78,8 @@ def build_judge(cfg: AesConfig, model: ChatModel | None):
     import aes.domains
 
     if model is None:
-        raise ConfigError("hil.judge=model needs a model: the proposer's (set proposer=...)")
+        raise ConfigError("hil.judge=model needs its model: build it with aes.compose.build_judge_model "
+                          "(hil.judge_model, default the proposer's)")
     prompt = Path(aes.domains.__file__).parent / cfg.domain.name / "judge.md"
     return ModelJudge(model, prompt.read_text() if prompt.is_file() else "Decide which blockers a question asks about.")
 
@@ -96,13 +126,13 @@ def domain_checks(cfg: AesConfig):
 
 def make_validator(cfg: AesConfig, trials=None, logs_dir=None):
     """Admission checks 1-4 as the config says (``admission`` thresholds, the domain's reset check,
-    do-nothing-earns-zero rule and own checks), on ``trials`` or the configured executor; the
+    do-nothing-earns-zero rule, blocker registry and own checks), on ``trials`` or the configured executor; the
     reference runs' logs (screenshots, ...) kept under ``logs_dir`` when given."""
     from aes.admission import Validator
 
     return Validator(cfg.sandbox, trials, nop_max_reward=cfg.admission.nop_max_reward,
                      reset_check=cfg.domain.reset_check, domain_checks=domain_checks(cfg),
-                     nop_zero=cfg.domain.nop_zero, logs_dir=logs_dir)
+                     nop_zero=cfg.domain.nop_zero, logs_dir=logs_dir, blocker_registry=cfg.domain.blocker_registry)
 
 
 @dataclass
@@ -121,9 +151,13 @@ class FlywheelParts:
     calibrator: object
     stack: object
     metrics: object
+    judge: ChatModel | None = None
+    """The model behind ``hil.judge=model`` when the run built it for that alone (closed with the run)."""
 
     def close(self) -> None:
         self.metrics.close()
+        if self.judge is not None:
+            self.judge.close()
         if self.proposer is not self.solver.chat:
             self.proposer.close()
         self.solver.close()
@@ -142,20 +176,26 @@ def build_flywheel(cfg: AesConfig, run_dir: Path) -> FlywheelParts:
     # no proposer (a static pool: no assignments) needs no proposer model, nor its key or server
     static = cfg.flywheel.assignments_per_round == 0
     proposer = solver.chat if cfg.flywheel.shared_policy or static else build_proposer(cfg, budget, solver.chat)
+    judge, owned = None, False
     try:
-        check_models(solver.chat, proposer)
+        # a static pool builds no proposer: its judge is the proposer config's model, built for it
+        live = None if static and not cfg.flywheel.shared_policy else proposer
+        judge, owned = build_judge_model(cfg, budget, solver.chat, live)
+        check_models(solver.chat, proposer, judge)
     except BaseException:
+        if owned:
+            judge.close()
         if proposer is not solver.chat:
             proposer.close()
         solver.close()
         raise
     trials = build_trials(cfg)
-    rollouts = build_rollouts(cfg, paths, solver.chat, trials, judge_model=proposer)
+    rollouts = build_rollouts(cfg, paths, solver.chat, trials, judge_model=judge)
     pool = PoolStore(paths.pool)
     validator, pipeline, calibrator = build_admission(cfg, trials, rollouts, proposer)
     stack = build_proposer_stack(cfg, paths, proposer, rollouts, pool, pipeline, validator)
     return FlywheelParts(cfg, paths, budget, solver, proposer, trials, rollouts, pool, calibrator, stack,
-                         MetricsLogger(cfg.logger, paths.root))
+                         MetricsLogger(cfg.logger, paths.root), judge if owned else None)
 
 
 def build_proposer(cfg: AesConfig, budget: RunBudget, solver_chat: ChatModel) -> ChatModel:

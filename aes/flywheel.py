@@ -301,11 +301,12 @@ class Flywheel:
 
         report = evaluate(self.rollouts.at(f"eval-u{self.updates:04d}", self.updates), tasks_under(ev.tasks),
                           ev.attempts, show_progress=False)
-        log.info("evaluation at update %d: avg@%d = %.3f, pass@%d = %.3f over %d tasks", self.updates, report.k,
-                 report.avg_at_k, report.k, report.pass_at_k, len(report.tasks))
+        log.info("evaluation at update %d: avg@%d = %.3f, success rate %.3f, pass@%d = %.3f over %d tasks",
+                 self.updates, report.k, report.avg_at_k, report.success_rate, report.k, report.pass_at_k,
+                 len(report.tasks))
         self.metrics.log({"event": "eval", "update": self.updates, "step": self.step, "eval/tasks": len(report.tasks),
-                          f"eval/avg@{report.k}": report.avg_at_k, f"eval/pass@{report.k}": report.pass_at_k},
-                         step=self.step)
+                          f"eval/avg@{report.k}": report.avg_at_k, "eval/success_rate": report.success_rate,
+                          f"eval/pass@{report.k}": report.pass_at_k}, step=self.step)
         self.pool.set_meta("flywheel.evaluated", self.updates)
 
     # -- refresh --------------------------------------------------------------------------

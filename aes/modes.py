@@ -41,22 +41,27 @@ def tasks_under(directory: str) -> list:
 
 
 @contextmanager
-def solver_session(cfg: AesConfig, run_dir: Path, budget: RunBudget | None = None, *others: ChatModel):
-    """A rollout runner for the configured solver and sandbox; closes the model and reports spend.
+def solver_session(cfg: AesConfig, run_dir: Path, budget: RunBudget | None = None, proposer: ChatModel | None = None):
+    """A rollout runner for the configured solver and sandbox; closes the models and reports spend.
 
-    The solver and ``others`` (models the mode also uses, sharing ``budget``) are health-checked
-    before the sandbox is touched: a model server that is down stops the mode with its address.
+    The solver, ``proposer`` (when the mode also uses one, sharing ``budget``) and the judge of
+    ``hil.judge=model`` (``hil.judge_model``, else the proposer's) are health-checked before the
+    sandbox is touched: a model server that is down stops the mode with its address.
     """
-    from aes.compose import build_rollouts, build_trials
+    from aes.compose import build_judge_model, build_rollouts, build_trials
     from aes.models import RunBudget, build_model, check_models
     from aes.paths import RunPaths
 
     budget = RunBudget(cfg.budget) if budget is None else budget
     solver = build_model(cfg.solver, budget)
+    judge, owned = None, False
     try:
-        check_models(solver, *others)
-        yield build_rollouts(cfg, RunPaths(run_dir), solver, build_trials(cfg))
+        judge, owned = build_judge_model(cfg, budget, solver, proposer)
+        check_models(solver, proposer, judge)
+        yield build_rollouts(cfg, RunPaths(run_dir), solver, build_trials(cfg), judge_model=judge)
     finally:
+        if owned:
+            judge.close()
         solver.close()
         s = budget.summary()
         log.info("model calls: %d, tokens: %d, cost: $%.4f", s["model_calls"], s["tokens"], s["cost_usd"])
@@ -99,16 +104,17 @@ def evaluate(cfg: AesConfig, run_dir: Path) -> bool:
     tasks = load_tasks(cfg)
     with solver_session(cfg, run_dir) as runner:
         report = run_eval(runner, tasks, cfg.k)
-    print_table(f"evaluation of {runner.solver_name} (k={report.k})", ["env", "rewards", "mean", "pass"],
-                [[s.env_id, " ".join(_fmt(r) for r in s.rewards) or s.error, s.mean, "yes" if s.passed else "no"]
-                 for s in report.tasks])
-    log.info("avg@%d = %.3f   pass@%d = %.3f   over %d tasks", report.k, report.avg_at_k, report.k,
-             report.pass_at_k, len(report.tasks))
+    print_table(f"evaluation of {runner.solver_name} (k={report.k})",
+                ["env", "rewards", "mean reward", "success rate", "pass"],
+                [[s.env_id, " ".join(_fmt(r) for r in s.rewards) or s.error, s.mean, s.success_rate,
+                  "yes" if s.passed else "no"] for s in report.tasks])
+    log.info("avg@%d = %.3f (mean reward)   success rate %.3f (attempts at 1.0)   pass@%d = %.3f   over %d tasks",
+             report.k, report.avg_at_k, report.success_rate, report.k, report.pass_at_k, len(report.tasks))
     if report.hil:
         h = report.hil
-        log.info("human-in-the-loop (%s): success %.3f   Ask-F1 %.3f   ask rate %.3f   (precision %.3f, recall %.3f, "
-                 "%d attempts)", h["setting"], h["success"], h["ask_f1"], h["ask_rate"], h["precision"], h["recall"],
-                 h["attempts"])
+        log.info("human-in-the-loop (%s): mean reward %.3f   success rate %.3f   Ask-F1 %.3f   ask rate %.3f   "
+                 "(precision %.3f, recall %.3f, %d attempts)", h["setting"], h["mean_reward"], h["success_rate"],
+                 h["ask_f1"], h["ask_rate"], h["precision"], h["recall"], h["attempts"])
     (run_dir / "eval.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     return True
 

@@ -22,7 +22,7 @@ from aes.sandbox import (
     TrialResult,
     TrialRunner,
 )
-from aes.hil.blockers import is_hil_task
+from aes.hil.blockers import is_hil_task, registry_reasons
 from aes.sandbox.limits import clamp_notes
 from aes.tasks import Reason, Task, TaskLoadError, load_task
 from aes.tasks.static import check_task_with_config
@@ -122,7 +122,7 @@ class Validator:
 
     def __init__(self, cfg: SandboxConfig, runner: TrialRunner | None = None, nop_max_reward: float = 0.5,
                  reset_check: bool = False, domain_checks=None, nop_zero: bool = False,
-                 logs_dir: Path | None = None):
+                 logs_dir: Path | None = None, blocker_registry: bool = False):
         self.cfg = cfg
         if runner is None:
             from aes.sandbox.executors import trial_runner
@@ -135,6 +135,8 @@ class Validator:
         """Where the reference run's /logs/agent and /logs/artifacts go (``<logs_dir>/<task>/oracle``)."""
         """Doing nothing must earn exactly 0 (``domain.nop_zero``)."""
         self.reset_check = reset_check
+        self.blocker_registry = blocker_registry
+        """Every task must carry a blocker registry (``domain.blocker_registry``: human-in-the-loop)."""
         self.domain_checks = domain_checks
         """The domain's own checks (``aes/domains/<name>/checks.py``: ``checks(task_dir, runner, image)``
         -> reasons), run after checks 1-4 pass."""
@@ -162,6 +164,8 @@ class Validator:
             return report
         report.name, report.notes = task.name, list(task.spec.notes)
         report.reasons += check_task_with_config(task, self.cfg)
+        if self.blocker_registry or is_hil_task(path):  # the registry is static too: checked before the build
+            report.reasons += registry_reasons(path, self.blocker_registry)
         if report.reasons:
             return report
         report.notes += clamp_notes(self.cfg, task)

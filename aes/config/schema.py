@@ -196,6 +196,9 @@ class DomainConfig:
     reset_check: bool = False
     """Admission also starts the environment twice (same initial state?) and runs the reference
     twice (paper App. C; on for the domains of App. C, off for terminal tasks, as Harbor admits them)."""
+    blocker_registry: bool = False
+    """Every task of the domain is human-in-the-loop (aes/hil): a task without ``blockers.json`` is
+    rejected at the static checks (``hil.no_registry``), as is a malformed registry (on for ``hil``)."""
     nop_zero: bool = False
     """Admission demands that doing nothing earns exactly 0 (paper App. C.1, for its domains), not just
     less than ``admission.nop_max_reward``: a partial-credit test must give no section to an untouched
@@ -496,9 +499,19 @@ class HilConfig:
     """full_info (the withheld answers stated), ask_human (incomplete instruction + the tool) or no_tool."""
     judge: str = "keyword"
     """Who decides which withheld details a question asks about: keyword (deterministic) or model
-    (the proposer's model, with the domain's judge prompt)."""
+    (``judge_model``, with the domain's judge prompt)."""
+    judge_model: Optional[ModelConfig] = None
+    """The model behind ``judge=model``: any model config of ``conf/proposer/`` or ``conf/solver/``,
+    chosen with ``proposer@hil.judge_model=NAME`` (e.g. claude, gpt, local); None: the proposer's
+    (``proposer=...``). It may not be the solver's own model unless chosen here by name."""
+    max_blockers_per_question: int = 2
+    """A question the judge finds about more blockers than this is too broad to answer: the simulated
+    human replies neutrally and reveals none (a question naming every topic, keyword stuffing), and
+    it counts as a question that hit nothing."""
     shaped_reward_weight: float = 0.0
-    """Training reward = task reward + this x Ask-F1 (0: the task reward alone)."""
+    """The DPPO advantage is computed from task reward + this x Ask-F1 (``extra.reward_shaped``; 0:
+    the task reward alone). Eval, calibration, the index and ``sft.min_reward`` always read the task
+    reward (``extra.reward``)."""
 
     def __post_init__(self) -> None:
         if self.setting not in ("full_info", "ask_human", "no_tool"):
@@ -507,6 +520,8 @@ class HilConfig:
             raise ConfigError(f"hil.judge must be keyword or model, got {self.judge!r}")
         if self.shaped_reward_weight < 0:
             raise ConfigError("hil.shaped_reward_weight must be >= 0")
+        if self.max_blockers_per_question < 1:
+            raise ConfigError("hil.max_blockers_per_question must be >= 1")
 
 
 @dataclass

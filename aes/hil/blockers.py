@@ -7,11 +7,14 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from aes.tasks import Reason
+
 TYPES = ("missing_parameters", "business_information", "ambiguous_requirements", "contradictory_information",
          "question", "schema")
 """The HiL-Bench taxonomy of blockers."""
 REGISTRY = "blockers.json"
 ANSWERS = "solution/answers.json"
+FIELDS = frozenset({"id", "type", "topic", "keywords", "answer", "alternative", "guess"})
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 
 
@@ -33,6 +36,16 @@ class Blocker:
     """The withheld answer (never shown to the solver unless it asks)."""
     keywords: tuple[str, ...] = field(default_factory=tuple)
     """Words a question about it would use (the deterministic judge's vocabulary)."""
+    alternative: str = ""
+    """Another answer, in the same form, that the reference parses and acts on and the tests must
+    reject: admission runs the reference with it to check the blocker matters."""
+    guess: str | None = None
+    """What a solver that did not ask would most likely assume (None: the alternative); admission's
+    guess run uses every blocker's guess at once."""
+
+    @property
+    def guessed(self) -> str:
+        return self.alternative if self.guess is None else self.guess
 
     def public(self) -> dict:
         """The blocker without its answer (what a model judge sees)."""
@@ -41,6 +54,8 @@ class Blocker:
     def to_dict(self) -> dict:
         data = asdict(self)
         data["keywords"] = list(self.keywords)
+        if self.guess is None:
+            del data["guess"]
         return data
 
 
@@ -49,8 +64,9 @@ def is_hil_task(task_dir: str | Path) -> bool:
 
 
 def load_blockers(task_dir: str | Path, max_bytes: int = 1 << 20) -> list[Blocker]:
-    """The task's registry, checked: a list of blockers with unique ids, a known type, a topic and
-    an answer; ``solution/answers.json`` must hold exactly those answers."""
+    """The task's registry, checked: a list of blockers with unique ids, a known type, a topic, an
+    answer and an alternative answer (optionally a guess); ``solution/answers.json`` must hold
+    exactly the answers."""
     root = Path(task_dir)
     path = root / REGISTRY
     if not path.is_file():
@@ -80,10 +96,40 @@ def load_blockers(task_dir: str | Path, max_bytes: int = 1 << 20) -> list[Blocke
         keywords = item.get("keywords", [])
         if not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords):
             raise BlockerError("hil.blocker_invalid", f"{where}: keywords must be a list of strings")
+        where = f"{where} ({item['id']})"
+        alternative, guess = _alternative(item, where), _guess(item, where)
+        unknown = sorted(set(item) - FIELDS)
+        if unknown:
+            raise BlockerError("hil.blocker_invalid", f"{where}: unknown field(s) {', '.join(unknown)}; a blocker "
+                                                      f"has {', '.join(sorted(FIELDS))}")
         seen.add(item["id"])
-        blockers.append(Blocker(item["id"], item["type"], item["topic"].strip(), item["answer"], tuple(keywords)))
+        blockers.append(Blocker(item["id"], item["type"], item["topic"].strip(), item["answer"], tuple(keywords),
+                                alternative, guess))
     _check_answers(root, blockers)
     return blockers
+
+
+def _alternative(item: dict, where: str) -> str:
+    value = item.get("alternative")
+    if not isinstance(value, str) or not value.strip():
+        raise BlockerError("hil.no_alternative",
+                           f"{where} needs \"alternative\": another answer in the same form as \"answer\" that "
+                           "solution/solve.sh parses and acts on and the tests reject (admission runs the reference "
+                           "with it to check the blocker matters; a reference that cannot read it proves nothing)")
+    if value == item["answer"]:
+        raise BlockerError("hil.alternative_same", f"{where}: \"alternative\" equals \"answer\"; it must be a "
+                                                   "different answer the tests reject")
+    return value
+
+
+def _guess(item: dict, where: str) -> str | None:
+    if "guess" not in item or item["guess"] is None:
+        return None
+    if not isinstance(item["guess"], str) or not item["guess"].strip():
+        raise BlockerError("hil.blocker_invalid", f"{where}: \"guess\" must be a non-empty string in the form of "
+                                                  "\"answer\" (the default a solver that did not ask would assume), "
+                                                  "or left out (the alternative is guessed)")
+    return item["guess"]
 
 
 def _check_answers(root: Path, blockers: list[Blocker]) -> None:
@@ -99,6 +145,21 @@ def _check_answers(root: Path, blockers: list[Blocker]) -> None:
     if answers != expected:
         raise BlockerError("hil.answers_mismatch", f"{ANSWERS} must hold exactly the registry's answers {{id: answer}}; "
                                                    f"it has {sorted(answers) if isinstance(answers, dict) else answers!r}")
+
+
+def registry_reasons(task_dir: str | Path, required: bool = False) -> list[Reason]:
+    """The static check of a task's registry: [] when it loads, else the reason (``hil.*``).
+    ``required``: the domain's tasks are all human-in-the-loop, so a missing registry is named so."""
+    try:
+        load_blockers(task_dir)
+    except BlockerError as exc:
+        message = str(exc)
+        if exc.code == "hil.no_registry" and required:
+            message = (f"{REGISTRY} is missing, and every task of this domain is human-in-the-loop "
+                       "(domain.blocker_registry): list the withheld details there (id, type, topic, keywords, "
+                       "answer, alternative) and their answers in solution/answers.json")
+        return [Reason(exc.code, message)]
+    return []
 
 
 def write_answers(task_dir: Path, answers: dict[str, str]) -> None:

@@ -4,8 +4,10 @@ A judge decides which blockers a question asks about; the human replies with tho
 answers, or with a neutral line when it asks about none. Two judges: :class:`KeywordJudge`
 (deterministic: a question asks about a blocker when it contains one of its keywords or the
 words of its topic — for tests and the embedded CPU run) and :class:`ModelJudge` (any configured
-chat model, with the domain's judge prompt). Every question, what it matched and the reply are
-kept (:attr:`SimulatedHuman.log`) and go into the ATIF trajectory.
+chat model, with the domain's judge prompt). A question about more than
+``hil.max_blockers_per_question`` blockers is too broad and reveals none, whichever judge found
+them: naming every topic in one question does not pay. Every question, what it matched and the
+reply are kept (:attr:`SimulatedHuman.log`) and go into the ATIF trajectory.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Protocol
 from aes.hil.blockers import Blocker
 
 NEUTRAL = "That is not something I can help with."
+MAX_BLOCKERS_PER_QUESTION = 2
+"""A question about more blockers than this reveals none (``hil.max_blockers_per_question``)."""
 _WORD = re.compile(r"[a-z0-9%$._-]+")
 _STOP = frozenset("a an the of to for in on at and or is are be which what how when where who do does should "
                   "i we you it this that with by from as".split())
@@ -35,11 +39,11 @@ class KeywordJudge:
     whole) or all the content words of its topic."""
 
     def match(self, question: str, blockers: list[Blocker]) -> list[str]:
-        text = " ".join(_WORD.findall(question.lower()))
+        text = " ".join(w.strip("._-") for w in _WORD.findall(question.lower()))  # "currency." ends a sentence
         words = _words(question)
         hits = []
         for blocker in blockers:
-            phrases = [" ".join(_WORD.findall(k.lower())) for k in blocker.keywords if k.strip()]
+            phrases = [" ".join(w.strip("._-") for w in _WORD.findall(k.lower())) for k in blocker.keywords if k.strip()]
             topic = _words(blocker.topic)
             if any(p and re.search(rf"(^| ){re.escape(p)}( |$)", text) for p in phrases) or (topic and topic <= words):
                 hits.append(blocker.id)
@@ -69,18 +73,27 @@ class ModelJudge:
 
 
 class SimulatedHuman:
-    """Answers one episode's questions; remembers what was asked and revealed."""
+    """Answers one episode's questions; remembers what was asked and revealed.
 
-    def __init__(self, blockers: list[Blocker], judge: Judge):
+    A question the judge finds about more than ``max_blockers_per_question`` blockers is too broad
+    to answer (a question that names every topic, keyword stuffing, "tell me everything"): the
+    reply is neutral, nothing is revealed, and it counts as a question that hit no blocker."""
+
+    def __init__(self, blockers: list[Blocker], judge: Judge,
+                 max_blockers_per_question: int = MAX_BLOCKERS_PER_QUESTION):
         self.blockers, self.judge = blockers, judge
+        self.max_blockers_per_question = max_blockers_per_question
         self.log: list[dict] = []
 
     def ask(self, question: str) -> str:
         question = (question or "").strip()
-        ids = self.judge.match(question, self.blockers) if question else []
+        ids = list(dict.fromkeys(self.judge.match(question, self.blockers))) if question else []
+        entry: dict = {"question": question}
+        if len(ids) > self.max_blockers_per_question:
+            entry["too_broad"], ids = ids, []
         by_id = {b.id: b for b in self.blockers}
         reply = "\n".join(f"{by_id[i].topic}: {by_id[i].answer}" for i in ids) or NEUTRAL
-        self.log.append({"question": question, "matched": ids, "reply": reply})
+        self.log.append({**entry, "matched": ids, "reply": reply})
         return reply
 
     @property

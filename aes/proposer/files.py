@@ -8,7 +8,10 @@ from pathlib import Path, PurePosixPath
 from aes.tasks.task import read_capped
 
 _FILE = re.compile(r'<file\s+path\s*=\s*"([^"]+)"\s*>\n?(.*?)</file>', re.DOTALL)
-TOP_LEVEL = {"instruction.md", "task.toml", "environment", "solution", "tests"}
+TOP_FILES = {"instruction.md", "task.toml", "blockers.json"}
+"""Files at the task root; ``blockers.json`` is a human-in-the-loop task's registry (aes/hil)."""
+TOP_DIRS = {"environment", "solution", "tests"}
+TOP_LEVEL = TOP_FILES | TOP_DIRS
 MAX_FILES = 60
 MAX_BYTES = 1 << 20
 EXECUTABLE = {"solution/solve.sh", "tests/test.sh"}
@@ -17,7 +20,8 @@ FORMAT_HELP = (
     "Write every file of the task as a block of this form, one after another:\n"
     '<file path="instruction.md">\n...file content...\n</file>\n'
     "Paths are relative to the task directory: instruction.md, task.toml, environment/Dockerfile, "
-    "environment/<input files>, solution/solve.sh, tests/test.sh, tests/test_outputs.py."
+    "environment/<input files>, solution/solve.sh, tests/test.sh, tests/test_outputs.py "
+    "(and, for a human-in-the-loop task, blockers.json and solution/answers.json)."
 )
 
 
@@ -30,7 +34,9 @@ def parse_files(text: str) -> dict[str, str]:
     files: dict[str, str] = {}
     for raw_path, content in _FILE.findall(text or ""):
         path = PurePosixPath(raw_path.strip())
-        if path.is_absolute() or ".." in path.parts or not path.parts or path.parts[0] not in TOP_LEVEL:
+        inside = bool(path.parts) and (path.parts[0] in TOP_DIRS and len(path.parts) > 1
+                                       or path.parts[0] in TOP_FILES and len(path.parts) == 1)
+        if path.is_absolute() or ".." in path.parts or not inside:
             raise DraftError(f"file path {raw_path!r} is not inside the task layout ({', '.join(sorted(TOP_LEVEL))})")
         files[path.as_posix()] = content
     if len(files) > MAX_FILES:

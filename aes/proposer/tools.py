@@ -64,6 +64,8 @@ class ProposerTools:
         task.env_id = f"probe-{content_hash(draft)[:10]}"
         runner = RolloutRunner(self.rollouts.solver, self.rollouts.agent_cfg, self.rollouts.trials,
                                self.scratch, self.rollouts.concurrency, self.rollouts.solver_name)
+        # a human-in-the-loop draft is probed as the solver will meet it: same setting, same judge
+        runner.hil = self.rollouts.hil
         n = max(1, min(int(attempts or self.probe_attempts), 8))
         env = runner.run([task], n, show_progress=False)[task.env_id]
         if env.build_error:

@@ -32,6 +32,7 @@ from aes.paths import RunPaths
 from aes.report.page import (badge, document, esc, jsonish, kv, link, num, plural, rel, reward_badge, table,
                              usd)
 from aes.report.rundata import end_reason_text
+from aes.rewards import task_reward
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ def summarize(data: dict) -> dict[str, Any]:
     agent_steps = [s for s in steps if s.get("source") == "agent"]
     fm = data.get("final_metrics") or {}
     return {
-        "reward": extra.get("reward"), "outcome": extra.get("outcome"),
+        "reward": task_reward(extra), "outcome": extra.get("outcome"),
         "end_reason": extra.get("end_reason") or ", ".join(extra.get("end_reasons") or []),
         "turns": len(agent_steps), "steps": len(steps), "versions": _versions(data),
         "env_id": extra.get("env_id"), "task": extra.get("task"), "attempt": extra.get("attempt"),
@@ -303,7 +304,7 @@ def _trajectory_page(data: dict, entry: Entry, viewer: Viewer, report: Path, rea
     if entry.kind not in ("proposer", "infrastructure"):
         parts.append("<h2>Verifier</h2>")
         rewards = extra.get("rewards")
-        parts.append(kv([("reward", reward_badge(extra.get("reward"))),
+        parts.append(kv([("reward", reward_badge(task_reward(extra))),
                          ("rewards", jsonish(rewards) if rewards else ""),
                          ("outcome", badge(extra["outcome"]) if extra.get("outcome") else "")]))
         stdout = extra.get("verifier_stdout")

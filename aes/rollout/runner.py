@@ -22,6 +22,7 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from aes.agents import TerminalAgent, write_json_atomic
+from aes.rewards import task_reward
 from aes.config import AgentConfig
 from aes.models import ChatModel
 from aes.rollout.index import AttemptRecord, IndexRow, failure_signature, read_index, row_key, write_index
@@ -89,11 +90,9 @@ class RolloutRunner:
         """Cause -> count of attempts lost to the infrastructure, over this runner's life."""
         self.max_policy_span: int | None = None
         """Most policy updates one attempt may see (carried rollouts); None: no limit."""
-        self.hil_setting: str | None = None
-        """The setting of human-in-the-loop tasks (full_info, ask_human, no_tool); None: HiL off."""
-        self.hil_judge = None
-        self.hil_weight = 0.0
-        """Shaped reward: task reward + this x Ask-F1 (``hil.shaped_reward_weight``)."""
+        self.hil = None
+        """How attempts meet human-in-the-loop tasks (:class:`aes.hil.tool.HilRun`: the setting, the
+        judge, the shaped reward's weight); None: HiL off."""
         self._lock = threading.Lock()
         self._background: dict[str, ThreadPoolExecutor] = {}
 
@@ -104,7 +103,7 @@ class RolloutRunner:
                              self.policy_version if policy_version is None else policy_version)
         view._lock, view.infra_failures, view._background = self._lock, self.infra_failures, self._background
         view.max_policy_span = self.max_policy_span
-        view.hil_setting, view.hil_judge, view.hil_weight = self.hil_setting, self.hil_judge, self.hil_weight
+        view.hil = self.hil
         return view
 
     def submit(self, tasks: list[Task], attempts: int) -> "InFlight":
@@ -177,9 +176,19 @@ class RolloutRunner:
         return envs
 
     def _build_all(self, envs: dict[str, EnvRollouts]) -> dict[str, str]:
+        """The image of every env whose attempts can run; the others get their ``build_error``
+        (the image did not build, or a human-in-the-loop task's registry does not load)."""
         images: dict[str, str] = {}
+        runnable = {}
+        for env_id, env in envs.items():
+            error = self.hil.error(env.task) if self.hil else None
+            if error:
+                env.build_error = f"the blocker registry is invalid, no attempts: {error}"
+                log.error("%s: %s", env_id, env.build_error)
+            else:
+                runnable[env_id] = env
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            builds = {env_id: pool.submit(self.trials.sandbox.build, env.task) for env_id, env in envs.items()}
+            builds = {env_id: pool.submit(self.trials.sandbox.build, env.task) for env_id, env in runnable.items()}
             for env_id, future in builds.items():
                 build = future.result()
                 if build.image:
@@ -196,11 +205,7 @@ class RolloutRunner:
                 return record_from_file(path)
             except (ValueError, KeyError) as exc:
                 log.warning("unreadable trajectory %s (%s); running the attempt again", path, exc)
-        hil = None
-        if self.hil_setting:
-            from aes.hil.tool import hil_attempt
-
-            hil = hil_attempt(env.task, self.hil_setting, self.hil_judge)
+        hil = self.hil.attempt(env.task) if self.hil else None
         agent = TerminalAgent(self.solver, self.agent_cfg, name=self.solver_name, hints=hints,
                               max_policy_span=self.max_policy_span, hil=hil)
         result = self.trials.run(env.task, agent, image, logs_to=path.parent / f"{path.stem}.logs")
@@ -209,7 +214,7 @@ class RolloutRunner:
             trajectory["extra"]["logs"] = {**result.logs, "dir": Path(result.logs["dir"]).name}
         elif result.logs.get("note"):
             trajectory["extra"]["logs"] = {"note": result.logs["note"]}
-        _shape(trajectory["extra"], self.hil_weight)
+        _shape(trajectory["extra"], self.hil.shaped_reward_weight if self.hil else 0.0)
         if result.outcome in INFRASTRUCTURE:
             # kept for the record, under a name a resumed run does not reuse: the attempt runs again
             aside = path.parent / "infra" / path.name
@@ -235,12 +240,13 @@ class RolloutRunner:
 
 
 def _shape(extra: dict, weight: float) -> None:
-    """Human-in-the-loop shaped reward: the task reward plus ``weight`` x Ask-F1 (kept apart too)."""
+    """Human-in-the-loop shaped reward, ``extra.reward_shaped``: the task reward plus ``weight`` x
+    Ask-F1. Only the DPPO advantage uses it (:func:`aes.agents.trajectory.training_reward`);
+    ``extra.reward`` stays the task reward."""
     hil = extra.get("hil")
     if not weight or not hil or extra.get("reward") is None:
         return
-    extra["reward_task"] = extra["reward"]
-    extra["reward"] = extra["reward"] + weight * hil["ask_f1"]
+    extra["reward_shaped"] = extra["reward"] + weight * hil["ask_f1"]
 
 
 class InFlight:
@@ -316,7 +322,7 @@ def attach_result(result: TrialResult, env_id: str, solver: str, attempt: int) -
 def record_from_trajectory(trajectory: dict, path: Path) -> AttemptRecord:
     extra = trajectory["extra"]
     return AttemptRecord(env_id=extra["env_id"], solver=extra["solver"], attempt=extra["attempt"],
-                         reward=extra["reward"], outcome=extra["outcome"], end_reason=extra.get("end_reason"),
+                         reward=task_reward(extra), outcome=extra["outcome"], end_reason=extra.get("end_reason"),
                          failure=extra.get("failure"), path=str(path))
 
 

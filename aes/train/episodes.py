@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aes.rewards import training_reward
+
 SOLVER, PROPOSER = "solver", "proposer"
 
 
@@ -146,8 +148,10 @@ def trajectory_turns(trajectory: dict[str, Any], source: str = "") -> list[Turn]
 def episode_from_trajectory(trajectory: dict[str, Any], max_seq_len: int, source: str = "",
                             reward: float | None = None) -> Episode | None:
     """The episode of one trajectory; None when it has no reward (an error of the sandbox, not of
-    the agent: an attempt that broke its verifier is recorded with 0, see aes.rollout.runner)."""
-    reward = reward if reward is not None else (trajectory.get("extra") or {}).get("reward")
+    the agent: an attempt that broke its verifier is recorded with 0, see aes.rollout.runner).
+    Its reward is the one the advantage is computed from: the shaped reward where the attempt has
+    one (human-in-the-loop, ``hil.shaped_reward_weight``), else the task reward."""
+    reward = reward if reward is not None else training_reward(trajectory.get("extra") or {})
     if reward is None:
         return None
     samples, truncated = pack_turns(trajectory_turns(trajectory, source), max_seq_len)

@@ -47,6 +47,7 @@ from aes.config import AesConfig, ConfigError, ModelConfig, SFTConfig
 from aes.train.episodes import PROPOSER, SOLVER, Sample, TrajectoryError, pack_turns
 from aes.train.render import is_proposer, sft_turns
 from aes.paths import RunPaths
+from aes.rewards import task_reward
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ def find_trajectories(root: Path, skipped: Counter | None = None) -> list[Stored
         sessions.add(session)
         extra = data.get("extra") or {}
         role = PROPOSER if is_proposer(data) else SOLVER
-        reward = extra.get("reward") if role == SOLVER else None
+        reward = task_reward(extra) if role == SOLVER else None
         found.append(StoredTrajectory(path, data, role, float(reward) if isinstance(reward, (int, float)) else None,
                                       extra.get("outcome"), _timestamp(data, path)))
     return found

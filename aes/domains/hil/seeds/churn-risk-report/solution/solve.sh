@@ -18,7 +18,7 @@ def parse(pattern, text):
     return match.groups()
 
 
-paying, _ = parse(r"subscriptions with status (\w+(?: or \w+)*); (\w+(?: and \w+)*) do not count", answers["B1"])
+paying, _ = parse(r"subscriptions with status (\w+(?: or \w+)*); (\w+(?:(?:, | and )\w+)*) do not count", answers["B1"])
 statuses = ", ".join(f"'{s}'" for s in paying.split(" or "))
 (days,) = parse(r"more than (\d+) days since the last login", answers["B2"])
 signup, null = parse(r"count from the customer's (signup) date, as if they had logged in that day"
