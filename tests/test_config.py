@@ -207,6 +207,23 @@ def test_laptop_sizes_follow_each_model_choice():
     assert back.trainer.max_seq_len == 4096 and back.harness.max_turns == 10  # command line holds
 
 
+PROPOSER_SCALES = sorted(p.stem for p in (CONF_DIR / "scale" / "proposer").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("proposer", PROPOSER_SCALES + ["claude"])  # every laptop scale, and the paper's
+def test_the_prompt_arm_never_revises_at_any_scale(proposer):
+    """The paper's Prompt arm never runs what it writes: 0 revisions, also where a scale file gives the
+    arms that revise fewer (the laptop's one) — as Table 2's sweep composes it."""
+    laptop = proposer in PROPOSER_SCALES
+    for harness, revisions in (("prompt", 0), ("prompt_feedback", 1 if laptop else 2), ("terminal", 1 if laptop else 2)):
+        swept = load_config(compose_sweep("table2_harness", [f"harness={harness}", f"proposer={proposer}"]))
+        assert (swept.harness.name, swept.harness.max_revisions) == (harness, revisions)
+        assert swept.harness.max_turns == (10 if laptop else None) and swept.proposer.name == proposer
+        assert compose_config([f"harness={harness}", f"proposer={proposer}"]).harness.max_revisions == revisions
+    with pytest.raises(ConfigError, match="harness=prompt never runs what it writes.*harness=prompt_feedback"):
+        compose_config(["harness=prompt", f"proposer={proposer}", "harness.max_revisions=1"])
+
+
 @pytest.mark.parametrize("path", sorted((CONF_DIR / "scale").rglob("*.yaml")), ids=lambda p: p.stem)
 def test_every_scale_file_belongs_to_a_model_option(path):
     role = path.parent.name
