@@ -146,7 +146,8 @@ def generate(cfg: AesConfig, run_dir: Path) -> bool:
                  "mean revisions", "tokens / valid env", "cost / valid env"],
                 [[ci_text(summary["valid_ci"]), ci_text(summary["admitted_ci"]), ci_text(summary["calibrated_ci"]),
                   ", ".join(f"{k}: {v}" for k, v in sorted(summary["failures_by_stage"].items())) or "-",
-                  f"{summary['mean_revisions']:.2f}", summary["tokens_per_valid_env"] or "n/a (no valid env)",
+                  "n/a (no episodes)" if summary["mean_revisions"] is None else f"{summary['mean_revisions']:.2f}",
+                  summary["tokens_per_valid_env"] or "n/a (no valid env)",
                   summary["cost_per_valid_env"] or "n/a (no valid env)"]])
     rounds = summary["accepted_rounds"]
     print_table(f"Table 8 columns (domain={cfg.domain.name}, proposer={cfg.proposer.name})",

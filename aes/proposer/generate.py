@@ -133,7 +133,8 @@ def summarize(results: list[EpisodeResult]) -> dict:
     checks 1-6 (also decontamination and review), calibrated = also in the calibration band (it
     joined the pool); rates with 95% Wilson intervals; tokens and USD of every proposer-side model
     call (review included) per valid env; Fig. 5's statistics of the valid envs; Table 8's mean
-    generation rounds of the accepted (checks 1-6) episodes (the first draft is round 1)."""
+    generation rounds of the accepted (checks 1-6) episodes (the first draft is round 1).
+    With no episode (a static pool, a full pool) the rates are None — "no episodes", never a 0%."""
     n = len(results)
     valid = [r for r in results if r.checks_1_4]
     accepted = [r for r in results if r.checks_1_6]
@@ -142,7 +143,7 @@ def summarize(results: list[EpisodeResult]) -> dict:
              for key in ("data_files", "solver_turns", "solver_success")}
     return {
         "episodes": n,
-        "valid_env_rate": len(valid) / n if n else 0.0,
+        "valid_env_rate": len(valid) / n if n else None,
         "valid": len(valid),
         "valid_ci": rate(len(valid), n),
         "admitted": sum(r.checks_1_6 for r in results),
@@ -150,7 +151,7 @@ def summarize(results: list[EpisodeResult]) -> dict:
         "calibrated": sum(r.calibrated for r in results),
         "calibrated_ci": rate(sum(r.calibrated for r in results), n),
         "failures_by_stage": dict(Counter(s for r in results for s in r.failed_stages)),
-        "mean_revisions": sum(r.revisions for r in results) / n if n else 0.0,
+        "mean_revisions": sum(r.revisions for r in results) / n if n else None,
         "accepted_rounds": (statistics.fmean(r.revisions + 1 for r in accepted) if accepted else None),
         "tokens": tokens,
         "cost_usd": cost,
