@@ -170,7 +170,8 @@ def generate(cfg: AesConfig, stack: ProposerStack, round: int = 0) -> tuple[list
     results = run_assignments(stack, assignments)
     summary = summarize(results)
     (stack.paths.root / "generate.json").write_text(json.dumps(
-        {"proposer": cfg.proposer.name, "harness": cfg.harness.name, "domain": cfg.domain.name, "summary": summary,
+        {"proposer": cfg.proposer.name, "harness": cfg.harness.name, "domain": cfg.domain.name,
+         "solver": cfg.solver.name, "summary": summary,
          "episodes": [{**r.assignment.to_dict(), "outcome": r.outcome, "env_id": r.env_id,
                        "revisions": r.revisions, "failed_stages": r.failed_stages, "checks_1_4": r.checks_1_4,
                        "checks_1_6": r.checks_1_6, "calibrated": r.calibrated, "stats": r.stats,
