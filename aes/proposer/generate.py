@@ -95,7 +95,7 @@ def fresh_rows(stack: ProposerStack, envs: list[EnvRecord], attempts: int) -> di
         log.info("rolling out %s (policy version %d) on %d parent env(s) for the assignments", runner.solver_name,
                  runner.policy_version, len(stale))
         runner.at(f"{runner.batch}-assign" if runner.batch else "assign").run(
-            [e.load() for e in stale], attempts, show_progress=False)
+            [e.load() for e in stale], attempts, show_progress=False, label="parent rollouts")
         rows = latest_rows(read_index(runner.root / "index.jsonl"), runner.solver_name)
     return {e.env_id: rows[e.env_id] for e in envs if e.env_id in rows}
 

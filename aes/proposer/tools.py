@@ -65,7 +65,7 @@ class ProposerTools:
         runner = RolloutRunner(self.rollouts.solver, self.rollouts.agent_cfg, self.rollouts.trials,
                                self.scratch, self.rollouts.concurrency, self.rollouts.solver_name)
         n = max(1, min(int(attempts or self.probe_attempts), 8))
-        env = runner.run([task], n, show_progress=False)[task.env_id]
+        env = runner.run([task], n, show_progress=False, label="solver_model probe")[task.env_id]
         if env.build_error:
             return f"the image did not build: {env.build_error}"
         rewards = env.rewards
