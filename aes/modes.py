@@ -93,7 +93,8 @@ def calibrate(cfg: AesConfig, run_dir: Path) -> bool:
 
 
 def evaluate(cfg: AesConfig, run_dir: Path) -> bool:
-    """``mode=eval``: avg@k and pass@k over a directory of tasks, per-task results saved."""
+    """``mode=eval``: avg@k and pass@k over a directory of tasks, per-task results saved (eval.json),
+    the scores a metrics row (metrics.jsonl, wandb)."""
     from aes.rollout.evaluate import evaluate as run_eval
 
     tasks = load_tasks(cfg)
@@ -110,7 +111,22 @@ def evaluate(cfg: AesConfig, run_dir: Path) -> bool:
                  "%d attempts)", h["setting"], h["success"], h["ask_f1"], h["ask_rate"], h["precision"], h["recall"],
                  h["attempts"])
     (run_dir / "eval.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    record(cfg, run_dir, {"event": "eval", "update": 0, "solver": runner.solver_name, "eval/tasks": len(report.tasks),
+                          f"eval/avg@{report.k}": report.avg_at_k, f"eval/pass@{report.k}": report.pass_at_k,
+                          **({f"hil/{k}": v for k, v in report.hil.items()} if report.hil else {})})
     return True
+
+
+def record(cfg: AesConfig, run_dir: Path, row: dict) -> None:
+    """One metrics row of a mode that is not the loop (generate's Table 2 summary, eval's scores):
+    metrics.jsonl of the run dir and, with ``logger=wandb``, the wandb run (config, name, tags)."""
+    from aes.report.metrics import MetricsLogger
+
+    metrics = MetricsLogger(cfg.logger, run_dir)
+    try:
+        metrics.log(row)
+    finally:
+        metrics.close()
 
 
 def _fmt(reward: float | None) -> str:
@@ -118,7 +134,8 @@ def _fmt(reward: float | None) -> str:
 
 
 def generate(cfg: AesConfig, run_dir: Path) -> bool:
-    """``mode=generate``: ``assignments`` proposer episodes against the run's pool (Table 2 columns)."""
+    """``mode=generate``: ``assignments`` proposer episodes against the run's pool (Table 2 columns in
+    generate.json, the summary a metrics row: metrics.jsonl, wandb)."""
     from aes.compose import build_admission, build_proposer_stack
     from aes.models import RunBudget, build_model
     from aes.paths import RunPaths
@@ -156,6 +173,8 @@ def generate(cfg: AesConfig, run_dir: Path) -> bool:
                   "n/a (none accepted)" if rounds is None else f"{rounds:.2f}"]])
     if not summary["valid"]:
         log.info("no valid env: %s", _why_none(results))
+    record(cfg, run_dir, {"event": "generate", "proposer": cfg.proposer.name, "harness": cfg.harness.name,
+                          "domain": cfg.domain.name, "solver": cfg.solver.name, **summary})
     return True
 
 

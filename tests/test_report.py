@@ -88,12 +88,16 @@ def test_episode_reasons_come_from_the_pool_verdicts(tmp_path):
                      ["calibration.too_easy: mean reward 0.875 is above the band [0.25, 0.75]"], {"mean": 0.875})
     AssignmentLog(pool).close(aid, "valid", env.env_id, 0.0, 100)
     episode = RunData(run).episodes[0]
-    assert episode.failed_stage == "" or episode.outcome == "valid"
+    assert episode.failed_stages == []  # no trajectory recorded it: the stage comes from the pool's verdicts
+    assert (episode.outcome, episode.failed_stage) == ("valid", "calibration")
     assert episode.reason == ("valid but not admitted: calibration: calibration.too_easy: mean reward 0.875 is above "
                               "the band [0.25, 0.75]")
-    text = _text(write_report(run).read_text())
+    page = write_report(run).read_text()
+    text = _text(page)
     assert "1 valid but outside the band" in text
     assert "calibration.too_easy: mean reward 0.875" in text
+    row = re.search(rf"<tr><td[^>]*>{aid}</td>.*?</tr>", page, re.S).group(0)
+    assert "<td class=\"\">calibration</td>" in row  # the episodes table's failed-stage column
 
 
 def test_an_open_assignment_and_an_empty_run_are_sentences(tmp_path):
