@@ -180,7 +180,7 @@ def reap(set_: list[str] = typer.Option([], "--set", help=SET_HELP)) -> None:
 
 
 @app.command()
-def report(sweep: Path = typer.Argument(..., help="A multirun dir (or one run dir) of mode=generate or mode=run jobs.")) -> None:
+def report(sweep: Path = typer.Argument(..., help="A multirun dir (or one run dir) of generate or run jobs.")) -> None:
     """Assemble a sweep into the sweep dir: from mode=generate jobs Table 2 (markdown, CSV and an HTML
     figure) and Table 8 (per domain and proposer: acceptance rate, mean rounds of accepted tasks); from
     mode=run jobs Table 3 and Fig. 20 (per arm: the benchmark at matched update counts and the valid-env

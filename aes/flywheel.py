@@ -310,8 +310,9 @@ class Flywheel:
         from aes.modes import tasks_under
         from aes.rollout.evaluate import evaluate
 
-        report = evaluate(self.rollouts.at(f"eval-u{self.updates:04d}", self.updates), tasks_under(ev.tasks),
-                          ev.attempts, show_progress=False)
+        tasks = tasks_under(ev.tasks, "eval.tasks")
+        report = evaluate(self.rollouts.at(f"eval-u{self.updates:04d}", self.updates), tasks, ev.attempts,
+                          show_progress=False)
         log.info("evaluation at update %d: avg@%d = %.3f, pass@%d = %.3f over %d tasks", self.updates, report.k,
                  report.avg_at_k, report.k, report.pass_at_k, len(report.tasks))
         self.metrics.log({"event": "eval", "update": self.updates, "step": self.step, "eval/tasks": len(report.tasks),

@@ -25,10 +25,14 @@ def load_tasks(cfg: AesConfig) -> list:
     return tasks_under(cfg.tasks)
 
 
-def tasks_under(directory: str) -> list:
-    """The loadable tasks under ``directory``; the others are reported and skipped."""
+def tasks_under(directory: str, key: str = "tasks") -> list:
+    """The loadable tasks under ``directory`` (the value of the config key ``key``); the others are
+    reported and skipped. A path that does not exist is a usage error."""
     from aes.tasks import TaskLoadError, find_tasks, load_task
 
+    if not Path(directory).exists():
+        raise ConfigError(f"{key}={directory}: no such file or directory; set {key}= to a task dir (with task.toml) "
+                          "or a dir of task dirs")
     tasks = []
     for path in find_tasks([Path(directory)]):
         try:

@@ -37,6 +37,9 @@ def validate(cfg: AesConfig, run_dir: Path, tasks: str | None = None) -> bool:
     from aes.tasks import find_tasks
 
     source = Path(tasks or cfg.tasks or seeds_dir(cfg.domain))
+    if not source.exists():
+        raise ConfigError(f"tasks={source}: no such file or directory; set tasks= to a task dir (with task.toml) "
+                          "or a dir of task dirs")
     paths = find_tasks([source])
     log.info("validating %d task(s) from %s", len(paths), source)
     validator = make_validator(cfg, logs_dir=run_dir / "trials")

@@ -39,8 +39,9 @@ def assemble(sweep: str | Path) -> Assembled:
     generate = sorted(sweep.rglob("generate.json"))
     runs = [j for j in jobs if j.mode == "run"]
     modes = Counter(j.mode for j in jobs)
-    found = (f"{len(jobs)} run dir(s) under {sweep}" + (": " + ", ".join(f"{n} mode={m}" for m, n in sorted(modes.items()))
-                                                       if jobs else " (no config.yaml of a run below it)"))
+    found = f"{len(jobs)} run dir(s) under {sweep}" + (
+        ": " + ", ".join(f"{n} mode={m}" for m, n in sorted(modes.items())) if jobs
+        else " (no config.yaml of a run below it)")
     out = Assembled(found)
     if generate:
         from aes.report.table2 import report as table2

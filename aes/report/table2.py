@@ -123,8 +123,8 @@ def _html(rows: list[dict], table: str, note: str) -> str:
     from aes.report.html import _figure
 
     def draw(ax):
-        labels = [f"{r['proposer']}\n{r['harness']}" + (f"\n{r['domain']}" if len({x['domain'] for x in rows}) > 1 else "")
-                  + (f"\n{r['solver']}" if len({x['solver'] for x in rows}) > 1 else "") for r in rows]
+        varied = [k for k in ("domain", "solver") if len({x[k] for x in rows}) > 1]  # named only where they differ
+        labels = ["\n".join([r["proposer"], r["harness"], *(r[k] for k in varied)]) for r in rows]
         for offset, key in ((-0.25, "valid"), (0.0, "admitted"), (0.25, "calibrated")):
             values = [r[key]["rate"] or 0.0 for r in rows]
             low = [max(0.0, v - (r[key]["low"] or 0.0)) for v, r in zip(values, rows)]

@@ -158,7 +158,7 @@ class Comparison:
     unmatched: dict[str, list[int]]
     """Per arm, the update counts it evaluated that some other arm did not."""
     curves: dict[str, dict] = field(default_factory=dict)
-    """Per arm: ``{"eval": {metric: {update: spread}}, "valid": {generation: spread}}`` (every point, for the figure)."""
+    """Per arm: ``{"eval": {metric: {update: spread}}, "valid": {generation: spread}}`` (every point: the figure)."""
 
 
 def compare(jobs: list[Job]) -> Comparison:
@@ -169,7 +169,7 @@ def compare(jobs: list[Job]) -> Comparison:
     eval_rows, generation_rows, curves = [], [], {}
     for arm, js in by_arm.items():
         series = points[arm]
-        curves[arm] = {"eval": {f"{metric}": {u: spread(v) for u, v in sorted(s.items())}
+        curves[arm] = {"eval": {metric: {u: spread(v) for u, v in sorted(s.items())}
                                 for (metric, _), s in sorted(series.items())}, "valid": {}}
         for (metric, _k), s in sorted(series.items()):
             for update in matched:
@@ -220,13 +220,15 @@ def markdown(c: Comparison) -> str:
               "## Benchmark at matched update counts (Table 3)", ""]
     if c.eval_rows:
         for metric in sorted({r["metric"] for r in c.eval_rows}):
-            lines += [f"{metric}:", "", *_wide(c, [r for r in c.eval_rows if r["metric"] == metric], "update", _cell), ""]
+            rows = [r for r in c.eval_rows if r["metric"] == metric]
+            lines += [f"{metric}:", "", *_wide(c, rows, "update", _cell), ""]
     elif any(curve["eval"] for curve in c.curves.values()):
         lines.append("No update count was evaluated by every arm: the arms cannot be compared at matched updates.")
     else:
         lines.append("No eval rows in any job: run the sweep with eval.tasks=BENCHMARK_DIR (and eval.every=N).")
     for arm, updates in c.unmatched.items():
-        lines.append(f"\n`{arm}` also evaluated at update(s) {', '.join(map(str, updates))}, which not every arm reached.")
+        lines.append(f"\n`{arm}` also evaluated at update(s) {', '.join(map(str, updates))}, which not every arm "
+                     "reached.")
     lines += ["", "## Valid-env rate per generation (Fig. 20)", ""]
     if c.generation_rows:
         def valid(r: dict) -> str:
@@ -243,7 +245,8 @@ def markdown(c: Comparison) -> str:
 def csv_rows(c: Comparison) -> list[list]:
     out = []
     for r in c.eval_rows:
-        out.append([r["arm"], r["metric"], "update", r["update"], r["jobs"], r["mean"], r["std"], r["min"], r["max"], ""])
+        out.append([r["arm"], r["metric"], "update", r["update"], r["jobs"], r["mean"], r["std"], r["min"], r["max"],
+                    ""])
     for r in c.generation_rows:
         out.append([r["arm"], "valid_env_rate", "generation", r["generation"], r["jobs"], r["mean"], r["std"], r["min"],
                     r["max"], r["episodes"]])
@@ -267,7 +270,7 @@ def figure(c: Comparison) -> str:
         drawn = {"left": False, "right": False}
         for i, (arm, curve) in enumerate(c.curves.items()):
             color = f"C{i % 10}"
-            for j, (metric, points) in enumerate(curve["eval"].items()):
+            for metric, points in curve["eval"].items():
                 xs = list(points)
                 left.plot(xs, [p["mean"] for p in points.values()], color=color, marker="o" if len(xs) <= 60 else None,
                           linestyle="-" if metric.startswith("avg") else "--", label=f"{arm}: {metric}")
