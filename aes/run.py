@@ -60,9 +60,9 @@ def run(cfg: AesConfig, run_dir: Path) -> bool:
         flywheel.run()
     finally:
         flywheel.close()
-    size = sum(p.stat().st_size for p in run_dir.rglob("*") if p.is_file() and not p.is_symlink())
-    log.info("run dir: %s, %.0f MB (metrics.jsonl, report.html, pool/, trajectories/, checkpoints/)", run_dir,
-             size / 1e6)
+    from aes.paths import size_line
+
+    log.info("run dir %s", size_line(run_dir))  # its size, largest parts first (trainer.keep_checkpoints)
     return True
 
 
