@@ -180,18 +180,22 @@ def reap(set_: list[str] = typer.Option([], "--set", help=SET_HELP)) -> None:
 
 
 @app.command()
-def report(sweep: Path = typer.Argument(..., help="A multirun dir of mode=generate jobs (or one run dir).")) -> None:
-    """Assemble the sweep's Table 2 (markdown, CSV and an HTML figure) and Table 8 (per domain and
-    proposer: acceptance rate, mean rounds of accepted tasks) into the sweep dir."""
-    from aes.report.table2 import report as table2
+def report(sweep: Path = typer.Argument(..., help="A multirun dir (or one run dir) of generate or run jobs.")) -> None:
+    """Assemble a sweep into the sweep dir: from mode=generate jobs Table 2 (markdown, CSV and an HTML
+    figure) and Table 8 (per domain and proposer: acceptance rate, mean rounds of accepted tasks); from
+    mode=run jobs Table 3 and Fig. 20 (per arm: the benchmark at matched update counts and the valid-env
+    rate per generation, with the spread over seeds). Exits 1 when there is nothing to assemble."""
+    from aes.report.sweep import assemble
 
     if not sweep.is_dir():
-        typer.echo(f"no such directory: {sweep}", err=True)
-        raise typer.Exit(2)
-    out = table2(sweep)
-    typer.echo(out["markdown"].read_text())
-    typer.echo("Table 8 (per domain and proposer)\n" + out["table8"].read_text())
-    typer.echo("written: " + ", ".join(str(p) for p in out.values()))
+        _usage_error(f"no such directory: {sweep}")
+    result = assemble(sweep)
+    for text in result.texts:
+        typer.echo(text)
+    typer.echo(f"found: {result.found}", err=not result.written)
+    if not result.written:
+        raise typer.Exit(1)
+    typer.echo("written: " + ", ".join(str(p) for p in result.written.values()))
 
 
 @app.command()

@@ -63,6 +63,8 @@ class Flywheel:
             self.rollouts.max_policy_span = self.cfg.flywheel.carry_max_updates
         self.reused = 0
         """Groups of the last update taken from rollouts the policy had already made (see unused_groups)."""
+        self.no_episodes = ""
+        """Why the last generation opened no assignment (a static pool, a full pool), for its round row."""
         self.clock = StageClock()
         """Wall seconds per stage, into each round's row (``seconds/<stage>``)."""
         pipeline = getattr(self.stack, "pipeline", None)
@@ -103,6 +105,9 @@ class Flywheel:
         self._version(f"u{self.updates:04d}-g{round_}")
         with self.clock("parent_rollouts"):
             assignments = self.assignments(round_)
+        if not assignments:
+            log.info("generation %d: no proposer episodes: %s", round_ + 1,
+                     self.no_episodes or "every assignment had ended before this resume")
         with self.clock("proposer"):  # episodes, with their admission and calibration inside
             results = run_assignments(self.stack, assignments, opened=True) if assignments else []
         with self.clock("reflection"):
@@ -114,13 +119,19 @@ class Flywheel:
         """This generation's assignments (the same ones again when a killed generation resumes):
         replacements opened by the last refresh first, then the least-used admitted envs."""
         saved = self.pool.get_meta(f"flywheel.round.{round_}.assignments")
+        self.no_episodes = self.pool.get_meta(f"flywheel.round.{round_}.no_episodes", "")
         if saved is not None:
             closed = {r["assignment_id"] for r in AssignmentLog(self.pool).rows(round_) if r["status"] == "closed"}
             return [Assignment(**a) for a in saved if a["assignment_id"] not in closed]
         replacements = self.pool.get_meta("flywheel.replacements", [])
-        room = self.cfg.flywheel.pool_size - len(self.pool.envs("admitted"))
-        n = min(self.cfg.flywheel.assignments_per_round, max(room, 0))
+        fly, admitted = self.cfg.flywheel, len(self.pool.envs("admitted"))
+        n = min(fly.assignments_per_round, max(fly.pool_size - admitted, 0))
         picked = assign(self.stack, n, round_, first=replacements)
+        self.no_episodes = "" if picked else (
+            "flywheel.assignments_per_round is 0 (a static pool)" if fly.assignments_per_round == 0 else
+            f"the pool was full ({admitted} admitted envs, flywheel.pool_size = {fly.pool_size})" if n == 0 else
+            "no admitted env to build on")
+        self.pool.set_meta(f"flywheel.round.{round_}.no_episodes", self.no_episodes)
         todo = [Assignment(**{**a.to_dict(), "group": f"r{round_}-{i}"})
                 for i, a in enumerate(picked) for _ in range(self.cfg.flywheel.proposer_samples)]
         log_ = AssignmentLog(self.pool)
@@ -299,8 +310,9 @@ class Flywheel:
         from aes.modes import tasks_under
         from aes.rollout.evaluate import evaluate
 
-        report = evaluate(self.rollouts.at(f"eval-u{self.updates:04d}", self.updates), tasks_under(ev.tasks),
-                          ev.attempts, show_progress=False)
+        tasks = tasks_under(ev.tasks, "eval.tasks")
+        report = evaluate(self.rollouts.at(f"eval-u{self.updates:04d}", self.updates), tasks, ev.attempts,
+                          show_progress=False)
         log.info("evaluation at update %d: avg@%d = %.3f, success rate %.3f, pass@%d = %.3f over %d tasks",
                  self.updates, report.k, report.avg_at_k, report.success_rate, report.k, report.pass_at_k,
                  len(report.tasks))
@@ -345,6 +357,8 @@ class Flywheel:
             "valid_env_rate": summary["valid_env_rate"], "admitted": summary["admitted"],
             "cost_per_valid_env": summary["cost_per_valid_env"], "tokens_per_valid_env": summary["tokens_per_valid_env"],
             "failures_by_stage": summary["failures_by_stage"], "episodes": summary["episodes"], **reflection,
+            **({"no_episodes": self.no_episodes or "every assignment of this generation had ended before a resume"}
+               if not results else {}),
         }
 
     def log_round(self, round_: int) -> None:

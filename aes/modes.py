@@ -25,10 +25,14 @@ def load_tasks(cfg: AesConfig) -> list:
     return tasks_under(cfg.tasks)
 
 
-def tasks_under(directory: str) -> list:
-    """The loadable tasks under ``directory``; the others are reported and skipped."""
+def tasks_under(directory: str, key: str = "tasks") -> list:
+    """The loadable tasks under ``directory`` (the value of the config key ``key``); the others are
+    reported and skipped. A path that does not exist is a usage error."""
     from aes.tasks import TaskLoadError, find_tasks, load_task
 
+    if not Path(directory).exists():
+        raise ConfigError(f"{key}={directory}: no such file or directory; set {key}= to a task dir (with task.toml) "
+                          "or a dir of task dirs")
     tasks = []
     for path in find_tasks([Path(directory)]):
         try:
@@ -98,7 +102,8 @@ def calibrate(cfg: AesConfig, run_dir: Path) -> bool:
 
 
 def evaluate(cfg: AesConfig, run_dir: Path) -> bool:
-    """``mode=eval``: avg@k and pass@k over a directory of tasks, per-task results saved."""
+    """``mode=eval``: avg@k and pass@k over a directory of tasks, per-task results saved (eval.json),
+    the scores a metrics row (metrics.jsonl, wandb)."""
     from aes.rollout.evaluate import evaluate as run_eval
 
     tasks = load_tasks(cfg)
@@ -116,7 +121,22 @@ def evaluate(cfg: AesConfig, run_dir: Path) -> bool:
                  "(precision %.3f, recall %.3f, %d attempts)", h["setting"], h["mean_reward"], h["success_rate"],
                  h["ask_f1"], h["ask_rate"], h["precision"], h["recall"], h["attempts"])
     (run_dir / "eval.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    record(cfg, run_dir, {"event": "eval", "update": 0, "solver": runner.solver_name, "eval/tasks": len(report.tasks),
+                          f"eval/avg@{report.k}": report.avg_at_k, f"eval/pass@{report.k}": report.pass_at_k,
+                          **({f"hil/{k}": v for k, v in report.hil.items()} if report.hil else {})})
     return True
+
+
+def record(cfg: AesConfig, run_dir: Path, row: dict) -> None:
+    """One metrics row of a mode that is not the loop (generate's Table 2 summary, eval's scores):
+    metrics.jsonl of the run dir and, with ``logger=wandb``, the wandb run (config, name, tags)."""
+    from aes.report.metrics import MetricsLogger
+
+    metrics = MetricsLogger(cfg.logger, run_dir)
+    try:
+        metrics.log(row)
+    finally:
+        metrics.close()
 
 
 def _fmt(reward: float | None) -> str:
@@ -124,7 +144,8 @@ def _fmt(reward: float | None) -> str:
 
 
 def generate(cfg: AesConfig, run_dir: Path) -> bool:
-    """``mode=generate``: ``assignments`` proposer episodes against the run's pool (Table 2 columns)."""
+    """``mode=generate``: ``assignments`` proposer episodes against the run's pool (Table 2 columns in
+    generate.json, the summary a metrics row: metrics.jsonl, wandb)."""
     from aes.compose import build_admission, build_proposer_stack
     from aes.models import RunBudget, build_model
     from aes.paths import RunPaths
@@ -152,7 +173,8 @@ def generate(cfg: AesConfig, run_dir: Path) -> bool:
                  "mean revisions", "tokens / valid env", "cost / valid env"],
                 [[ci_text(summary["valid_ci"]), ci_text(summary["admitted_ci"]), ci_text(summary["calibrated_ci"]),
                   ", ".join(f"{k}: {v}" for k, v in sorted(summary["failures_by_stage"].items())) or "-",
-                  f"{summary['mean_revisions']:.2f}", summary["tokens_per_valid_env"] or "n/a (no valid env)",
+                  "n/a (no episodes)" if summary["mean_revisions"] is None else f"{summary['mean_revisions']:.2f}",
+                  summary["tokens_per_valid_env"] or "n/a (no valid env)",
                   summary["cost_per_valid_env"] or "n/a (no valid env)"]])
     rounds = summary["accepted_rounds"]
     print_table(f"Table 8 columns (domain={cfg.domain.name}, proposer={cfg.proposer.name})",
@@ -161,6 +183,8 @@ def generate(cfg: AesConfig, run_dir: Path) -> bool:
                   "n/a (none accepted)" if rounds is None else f"{rounds:.2f}"]])
     if not summary["valid"]:
         log.info("no valid env: %s", _why_none(results))
+    record(cfg, run_dir, {"event": "generate", "proposer": cfg.proposer.name, "harness": cfg.harness.name,
+                          "domain": cfg.domain.name, "solver": cfg.solver.name, **summary})
     return True
 
 

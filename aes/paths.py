@@ -88,3 +88,40 @@ class RunPaths:
     @property
     def gguf(self) -> Path:
         return self.checkpoints / "gguf"
+
+
+def disk_usage(root: Path) -> tuple[int, dict[str, int]]:
+    """Bytes of disk that ``root`` takes (allocated blocks, as ``du`` counts them; links not followed),
+    in all and per top-level entry."""
+    import os
+
+    def used(path: Path) -> int:
+        info = os.lstat(path)
+        size = info.st_blocks * 512
+        if path.is_dir() and not path.is_symlink():
+            for base, dirs, files in os.walk(path):
+                size += sum(os.lstat(os.path.join(base, name)).st_blocks * 512 for name in dirs + files)
+        return size
+
+    root = Path(root)
+    if not root.is_dir():
+        return 0, {}
+    parts = {entry.name + ("/" if entry.is_dir() and not entry.is_symlink() else ""): used(entry)
+             for entry in sorted(root.iterdir())}
+    return os.lstat(root).st_blocks * 512 + sum(parts.values()), parts
+
+
+def human_bytes(n: float) -> str:
+    """``1536`` -> ``1.5 KB``; decimal units, as ``du -h --si`` prints them."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+def size_line(root: Path, top: int = 3) -> str:
+    """The run dir's size, its largest parts first: ``RUN_DIR: 2.1 GB (checkpoints/ 1.6 GB, ...)``."""
+    total, parts = disk_usage(root)
+    largest = sorted(parts.items(), key=lambda kv: -kv[1])[:top]
+    return f"{root}: {human_bytes(total)} (" + ", ".join(f"{k} {human_bytes(v)}" for k, v in largest) + ")"

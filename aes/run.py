@@ -37,6 +37,9 @@ def validate(cfg: AesConfig, run_dir: Path, tasks: str | None = None) -> bool:
     from aes.tasks import find_tasks
 
     source = Path(tasks or cfg.tasks or seeds_dir(cfg.domain))
+    if not source.exists():
+        raise ConfigError(f"tasks={source}: no such file or directory; set tasks= to a task dir (with task.toml) "
+                          "or a dir of task dirs")
     paths = find_tasks([source])
     log.info("validating %d task(s) from %s", len(paths), source)
     validator = make_validator(cfg, logs_dir=run_dir / "trials")
@@ -57,9 +60,9 @@ def run(cfg: AesConfig, run_dir: Path) -> bool:
         flywheel.run()
     finally:
         flywheel.close()
-    size = sum(p.stat().st_size for p in run_dir.rglob("*") if p.is_file() and not p.is_symlink())
-    log.info("run dir: %s, %.0f MB (metrics.jsonl, report.html, pool/, trajectories/, checkpoints/)", run_dir,
-             size / 1e6)
+    from aes.paths import size_line
+
+    log.info("run dir %s", size_line(run_dir))  # its size, largest parts first (trainer.keep_checkpoints)
     return True
 
 

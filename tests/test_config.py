@@ -207,6 +207,23 @@ def test_laptop_sizes_follow_each_model_choice():
     assert back.trainer.max_seq_len == 4096 and back.harness.max_turns == 10  # command line holds
 
 
+PROPOSER_SCALES = sorted(p.stem for p in (CONF_DIR / "scale" / "proposer").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("proposer", PROPOSER_SCALES + ["claude"])  # every laptop scale, and the paper's
+def test_the_prompt_arm_never_revises_at_any_scale(proposer):
+    """The paper's Prompt arm never runs what it writes: 0 revisions, also where a scale file gives the
+    arms that revise fewer (the laptop's one) — as Table 2's sweep composes it."""
+    laptop = proposer in PROPOSER_SCALES
+    for harness, revisions in (("prompt", 0), ("prompt_feedback", 1 if laptop else 2), ("terminal", 1 if laptop else 2)):
+        swept = load_config(compose_sweep("table2_harness", [f"harness={harness}", f"proposer={proposer}"]))
+        assert (swept.harness.name, swept.harness.max_revisions) == (harness, revisions)
+        assert swept.harness.max_turns == (10 if laptop else None) and swept.proposer.name == proposer
+        assert compose_config([f"harness={harness}", f"proposer={proposer}"]).harness.max_revisions == revisions
+    with pytest.raises(ConfigError, match="harness=prompt never runs what it writes.*harness=prompt_feedback"):
+        compose_config(["harness=prompt", f"proposer={proposer}", "harness.max_revisions=1"])
+
+
 @pytest.mark.parametrize("path", sorted((CONF_DIR / "scale").rglob("*.yaml")), ids=lambda p: p.stem)
 def test_every_scale_file_belongs_to_a_model_option(path):
     role = path.parent.name
@@ -225,13 +242,26 @@ def test_no_turn_limit_is_representable():
         compose_config(["flywheel.proposer_interval=0"])
 
 
-def test_readme_config_table_lists_only_options_that_exist():
+def _readme_groups() -> dict[str, set[str]]:
+    """The README's config-group table: group -> the options it names (`name` in the options cell)."""
     table = README[README.index("### Config groups"):].split("\n\n")[1]
+    out = {}
     for row in table.splitlines()[2:]:
         groups, options = row.split("|")[1:3]
         for group in groups.split(","):
-            for option in re.findall(r"`([\w-]+)`", options):
-                assert (CONF_DIR / group.strip() / f"{option}.yaml").exists(), f"README lists {group.strip()}={option}"
+            out[group.strip()] = set(re.findall(r"`([\w-]+)`", options))
+    return out
+
+
+def test_readme_config_table_matches_conf_both_ways():
+    """Every option the README names composes, every option file of conf/ is named, every group has a row."""
+    listed = _readme_groups()
+    on_disk = {str(d.relative_to(CONF_DIR)): {p.stem for p in d.glob("*.yaml")} for d in CONF_DIR.rglob("*")
+               if d.is_dir() and any(d.glob("*.yaml")) and d.relative_to(CONF_DIR).parts[0] not in ("hydra",)
+               and str(d.relative_to(CONF_DIR)) not in ("trainer/deepspeed", "harness/arm")}  # in their parent's row
+    assert set(listed) == set(on_disk), "groups in the README table vs conf/"
+    for group, options in listed.items():
+        assert options == on_disk[group], f"{group}: README lists {sorted(options)}, conf/ has {sorted(on_disk[group])}"
 
 
 def test_every_schema_field_is_read_somewhere():

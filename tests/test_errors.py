@@ -26,6 +26,16 @@ def test_validate_a_missing_path_is_a_usage_error(tmp_path):
     assert "does not exist" in out and "no_such_task" in out and "Traceback" not in out
 
 
+@pytest.mark.parametrize("mode", ["validate", "eval"])
+def test_a_missing_tasks_path_of_the_run_entry_is_one_usage_error(tmp_path, mode):
+    proc = run_entry("aes.run", f"mode={mode}", "tasks=/does/not/exist", f"hydra.run.dir={tmp_path}")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in out  # not 1, the status of an invalid task
+    errors = [line for line in out.splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and "/does/not/exist" in errors[0] and "tasks=" in errors[0]
+    assert not (tmp_path / "validation.json").exists()
+
+
 def test_cli_config_errors_are_usage_errors(tmp_path):
     proc = run_entry("aes.cli", "validate", str(tmp_path), "--set", "sandbox.concurency=2")
     assert proc.returncode == 2

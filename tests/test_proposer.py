@@ -107,7 +107,8 @@ def stack_factory(sandbox, cfg, tmp_path):
 
     def make(proposer_replies, solver_replies, harness="prompt"):
         run_cfg = cfg.__class__(**{**cfg.__dict__})
-        run_cfg.harness = cfg.harness.__class__(**{**cfg.harness.__dict__, "name": harness})
+        revisions = 0 if harness == "prompt" else cfg.harness.max_revisions  # the prompt arm never revises
+        run_cfg.harness = cfg.harness.__class__(**{**cfg.harness.__dict__, "name": harness, "max_revisions": revisions})
         solver = Scripted(solver_replies)
         rollouts = RolloutRunner(solver, AgentConfig(), TrialRunner(cfg.sandbox, sandbox), tmp_path / "run",
                                  concurrency=1, solver_name="scripted")
@@ -148,6 +149,7 @@ def test_rejected_draft_gets_feedback_and_a_revision(stack_factory, cfg, tmp_pat
     broken = good_task_reply(tmp_path, "v1").replace("echo 42", "echo 41")  # oracle now fails
     proposer = [reply(broken), reply(good_task_reply(tmp_path, "v2")), reply(passing_review(cfg))]
     stack = stack_factory(proposer, GIVE_UP * 4)  # the solver never solves: too hard, not admitted
+    # the episode loop's revisions, driven through PromptHarness.revise (the prompt arm itself gets none)
     stack.cfg.harness.max_revisions = 2
     seed_pool(stack)
     parent = stack.pool.envs("admitted")[0]

@@ -3,6 +3,7 @@ the config as tables; plain sentences for empty results, derived from the data."
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -87,12 +88,16 @@ def test_episode_reasons_come_from_the_pool_verdicts(tmp_path):
                      ["calibration.too_easy: mean reward 0.875 is above the band [0.25, 0.75]"], {"mean": 0.875})
     AssignmentLog(pool).close(aid, "valid", env.env_id, 0.0, 100)
     episode = RunData(run).episodes[0]
-    assert episode.failed_stage == "" or episode.outcome == "valid"
+    assert episode.failed_stages == []  # no trajectory recorded it: the stage comes from the pool's verdicts
+    assert (episode.outcome, episode.failed_stage) == ("valid", "calibration")
     assert episode.reason == ("valid but not admitted: calibration: calibration.too_easy: mean reward 0.875 is above "
                               "the band [0.25, 0.75]")
-    text = _text(write_report(run).read_text())
+    page = write_report(run).read_text()
+    text = _text(page)
     assert "1 valid but outside the band" in text
     assert "calibration.too_easy: mean reward 0.875" in text
+    row = re.search(rf"<tr><td[^>]*>{aid}</td>.*?</tr>", page, re.S).group(0)
+    assert "<td class=\"\">calibration</td>" in row  # the episodes table's failed-stage column
 
 
 def test_an_open_assignment_and_an_empty_run_are_sentences(tmp_path):
@@ -164,3 +169,52 @@ def test_simulated_run_report(simulated_run):
     assert "The proposer ran" in text and "episodes in 2 rounds" in text
     assert "admitted: mean reward" in text
     assert (simulated_run / "viewer" / "index.html").is_file()
+
+
+def _simulated(run_dir: Path, *overrides: str) -> Path:
+    from aes.compose import build_flywheel
+    from aes.config import compose_config
+    from aes.flywheel import Flywheel
+
+    flywheel = Flywheel(build_flywheel(compose_config(["experiment=simulated", "flywheel.rounds=2", *overrides]),
+                                       run_dir))
+    try:
+        flywheel.run()
+    finally:
+        flywheel.close()
+    return run_dir
+
+
+@pytest.mark.parametrize("overrides,why", [
+    (["flywheel.assignments_per_round=0", "flywheel.refresh=false"], "flywheel.assignments_per_round is 0 (a static pool)"),
+    (["flywheel.pool_size=2", "flywheel.refresh=false"], "the pool was full (15 admitted envs, flywheel.pool_size = 2)"),
+])
+def test_rounds_without_episodes_have_no_valid_env_rate_and_say_why(tmp_path, overrides, why):
+    """No episode is no valid-env rate (None), not a 0% a plot would draw; the round row, the plot and
+    the rounds table say why none ran."""
+    from aes.proposer.generate import summarize
+    from aes.report.metrics import read_metrics
+
+    assert summarize([])["valid_env_rate"] is None and summarize([])["mean_revisions"] is None
+    run = _simulated(tmp_path / "run", *overrides)
+    rounds = [r for r in read_metrics(run / "metrics.jsonl") if r["event"] == "round"]
+    assert len(rounds) == 2
+    assert all(r["episodes"] == 0 and r["valid_env_rate"] is None and r["no_episodes"] == why for r in rounds)
+    text = _text(write_report(run).read_text())
+    assert f"The proposer ran no episodes: {why}." in text
+    assert f"No proposer episode ran in any round ({why}), so there is no valid-env rate." in text
+    assert "no episodes" in _text(write_report(run).read_text().split('id="rounds-table"')[1])
+
+
+def test_valid_env_rate_plot_names_checks_1_to_4_and_rounds_without_episodes(tmp_path):
+    run = synthetic_run(tmp_path / "long", rounds=3)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    for row in rows:
+        if row["event"] == "round" and row["round"] == 2:
+            row.update(episodes=0, valid_env_rate=None, no_episodes="the pool was full (40 admitted envs, "
+                                                                     "flywheel.pool_size = 40)")
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = _text(write_report(run).read_text())
+    assert "valid = the finally submitted env passed admission checks 1-4" in text and "checks 1-6" not in text
+    assert ("no point for 1 round without proposer episodes (the pool was full (40 admitted envs, "
+            "flywheel.pool_size = 40))") in text

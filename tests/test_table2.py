@@ -29,12 +29,13 @@ def test_a_generate_sweep_assembles_its_table(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "Table 2 of this sweep" in proc.stdout + proc.stderr
     table = (sweep / "table2.md").read_text()
-    assert "| scripted-proposer | scripted | 6 |" in table and "[" in table  # pooled over 2 jobs, with intervals
+    assert "| scripted-proposer | scripted | terminal | scripted | 6 |" in table and "[" in table  # 2 jobs pooled
     episodes = [e for p in sweep.rglob("generate.json") for e in json.loads(p.read_text())["episodes"]]
     assert len(episodes) == 6 and all({"checks_1_4", "checks_1_6", "calibrated"} <= set(e) for e in episodes)
     again = subprocess.run([sys.executable, "-m", "aes.cli", "report", str(sweep)], capture_output=True, text=True,
                            cwd=REPO)
     assert again.returncode == 0 and "scripted-proposer" in again.stdout
+    assert "2 mode=generate" in again.stdout and not (sweep / "training.md").exists()  # no run jobs: no Table 3
     missing = subprocess.run([sys.executable, "-m", "aes.cli", "report", str(tmp_path / "nope")],
                              capture_output=True, text=True, cwd=REPO)
     assert missing.returncode == 2
@@ -57,3 +58,43 @@ def test_table8_counts_acceptance_and_rounds_per_domain_and_proposer(tmp_path):
     assert rows["swe"].startswith("| swe | claude | 5 | 60.0% [") and rows["swe"].endswith("| 2.00 |")
     assert rows["professional"].startswith("| professional | gpt | 2 | 0.0% [") and rows["professional"].endswith("| n/a |")
     assert "no mode=generate job ran" in table8(tmp_path / "0" / "nothing")
+
+
+def _generate_job(root, name, episodes, **arm):
+    (root / name).mkdir()
+    (root / name / "generate.json").write_text(json.dumps({
+        "proposer": "claude", "harness": "terminal", "domain": "terminal", "solver": "qwen", **arm,
+        "episodes": [{"checks_1_4": valid, "checks_1_6": valid, "calibrated": False, "tokens": 100, "cost_usd": 0.5,
+                      "stats": {"data_files": 2} if valid else {}} for valid in episodes]}))
+
+
+def test_jobs_of_another_domain_or_solver_are_rows_of_their_own(tmp_path):
+    from aes.report.table2 import collect
+
+    _generate_job(tmp_path, "0", [True, False])
+    _generate_job(tmp_path, "1", [True, True])  # a second seed of the same arm: pooled
+    _generate_job(tmp_path, "2", [False], domain="swe")
+    _generate_job(tmp_path, "3", [True], solver="local")
+    rows = {(r["domain"], r["solver"]): r for r in collect(tmp_path)}
+    assert set(rows) == {("terminal", "qwen"), ("swe", "qwen"), ("terminal", "local")}
+    assert (rows[("terminal", "qwen")]["episodes"], rows[("terminal", "qwen")]["jobs"]) == (4, 2)
+    assert rows[("terminal", "qwen")]["valid"]["k"] == 3 and rows[("swe", "qwen")]["valid"]["k"] == 0
+
+
+def test_table2_csv_has_numeric_columns(tmp_path):
+    import csv
+
+    from aes.report.table2 import collect, write
+
+    _generate_job(tmp_path, "0", [True, False, True, True])
+    _generate_job(tmp_path, "1", [False], domain="swe")
+    out = write(tmp_path, collect(tmp_path))
+    [swe, terminal] = list(csv.DictReader(open(out["csv"])))
+    assert {"valid_rate", "valid_low", "valid_high", "valid_k", "valid_n", "admitted_rate", "calibrated_n",
+            "tokens_per_valid_env", "usd_per_valid_env", "domain", "solver"} <= set(terminal)
+    assert (float(terminal["valid_rate"]), int(terminal["valid_k"]), int(terminal["valid_n"])) == (0.75, 3, 4)
+    low, high = wilson(3, 4)
+    assert float(terminal["valid_low"]) == pytest.approx(low) and float(terminal["valid_high"]) == pytest.approx(high)
+    assert float(terminal["usd_per_valid_env"]) == pytest.approx(2.0 / 3) and int(terminal["episodes"]) == 4
+    assert swe["usd_per_valid_env"] == "" and float(swe["valid_rate"]) == 0.0  # no valid env: no cost per valid env
+    assert "75.0% [" in out["markdown"].read_text()  # the markdown keeps the readable interval

@@ -147,6 +147,21 @@ def test_checkpoint_resumes_model_and_optimizer(tmp_path):
         resumed.load(tmp_path / "nothing")
 
 
+def test_only_the_newest_keep_checkpoints_are_kept(tmp_path):
+    gen = torch.Generator().manual_seed(2)
+    policy = fresh_policy(seed=4)
+    trainer = DPPOTrainer(config(keep_checkpoints=2), policy)
+    for _ in range(3):
+        trainer.update(GroupBatcher(2).fill(groups_stream(policy, gen)).groups)
+        trainer.save(tmp_path / "ckpt")
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir() if p.is_dir()) == ["step_2", "step_3"]
+    assert (tmp_path / "ckpt" / "latest").read_text().strip() == "step_3"
+    resumed = DPPOTrainer(config(keep_checkpoints=2), fresh_policy(seed=4))
+    assert resumed.load(tmp_path / "ckpt") == 3 and resumed.load(tmp_path / "ckpt", "step_2") == 2
+    trainer.close()
+    resumed.close()
+
+
 @pytest.mark.parametrize("stage", [1, 2])
 def test_zero_stages_train_on_cpu_and_the_rollout_engine_sees_new_weights(stage):
     policy = fresh_policy(seed=5)
@@ -366,6 +381,8 @@ def test_llama_cpp_serves_the_trained_weights_after_a_gguf_export(tmp_path):
     assert (pi_new - torch.tensor(after.completion_logprobs)).abs().mean() < 0.01
     assert [p.name for p in tmp_path.glob("policy-v*.gguf")] == ["policy-v2.gguf"]  # the older export is gone
     assert (trainer.export(tmp_path / "hf") / "model.safetensors").is_file()  # e.g. for a vLLM server
+    trainer.close()
+    assert list(tmp_path.glob("*.gguf")) == []  # the engine's copy of the weights leaves no export behind
     chat.close()
 
 

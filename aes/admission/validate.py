@@ -2,11 +2,13 @@
 
 Every failure is a :class:`~aes.tasks.Reason` whose code starts with the stage that
 failed (``static``, ``build``, ``oracle``, ``nop``), so the proposer and the reports can
-group them. The oracle and no-op trials run side by side on the one built image.
+group them. The oracle and no-op trials run side by side on the one built image. Each stage
+logs one line with its verdict and seconds (``admission NAME: build ok (12.3 s)``).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -26,6 +28,8 @@ from aes.hil.blockers import is_hil_task, registry_reasons
 from aes.sandbox.limits import clamp_notes
 from aes.tasks import Reason, Task, TaskLoadError, load_task
 from aes.tasks.static import check_task_with_config
+
+log = logging.getLogger(__name__)
 
 _TAIL = 600
 RESET_SETTLE_SEC = 2.0
@@ -117,6 +121,11 @@ def _trial_reasons(stage: str, trial: TrialResult) -> list[Reason]:
     return [Reason(f"{stage}.{codes[trial.outcome]}", detail)]
 
 
+def _stage(name: str, stage: str, started: float, reasons: list[Reason]) -> None:
+    verdict = "ok" if not reasons else "failed: " + "; ".join(r.code for r in reasons)
+    log.info("admission %s: %s %s (%.1f s)", name, stage, verdict, time.monotonic() - started)
+
+
 class Validator:
     """Runs admission checks 1-4 in the Docker sandbox."""
 
@@ -157,30 +166,45 @@ class Validator:
 
     def _validate(self, path: Path) -> ValidationReport:
         report = ValidationReport(task=str(path), valid=False)
+        started = time.monotonic()
         try:
             task = load_task(path, max_instruction_kb=self.cfg.max_instruction_kb)
         except TaskLoadError as exc:
             report.reasons.append(Reason(f"static.{exc.code}", str(exc)))
+            _stage(path.name, "static", started, report.reasons)
             return report
         report.name, report.notes = task.name, list(task.spec.notes)
         report.reasons += check_task_with_config(task, self.cfg)
         if self.blocker_registry or is_hil_task(path):  # the registry is static too: checked before the build
             report.reasons += registry_reasons(path, self.blocker_registry)
+        _stage(task.name, "static", started, report.reasons)
         if report.reasons:
             return report
         report.notes += clamp_notes(self.cfg, task)
 
+        started = time.monotonic()
         build = self.runner.sandbox.build(task)
         report.timings["build"] = build.seconds
         report.notes += [f"base image substituted: {s}" for s in build.substitutions]
         if build.image is None:
             report.reasons.append(build.reason or Reason("build.failed", "the image did not build"))
+        _stage(task.name, "build", started, report.reasons)
+        if build.image is None:
             return report
+
+        def trial(name: str, agent, logs: Path | None = None) -> TrialResult:
+            began = time.monotonic()
+            result = self.runner.run(task, agent, build.image, logs)
+            what = "reference" if name == "oracle" else "doing nothing"
+            reward = "no reward" if result.reward is None else f"reward {result.reward:g}"
+            log.info("admission %s: %s: %s %s, %s (%.1f s)", task.name, name, what, result.outcome.value, reward,
+                     time.monotonic() - began)
+            return result
 
         with ThreadPoolExecutor(max_workers=2) as pool:
             logs = self.logs_dir / task.name.replace("/", "__") / "oracle" if self.logs_dir else None
-            oracle_f = pool.submit(self.runner.run, task, OracleAgent(), build.image, logs)
-            nop_f = pool.submit(self.runner.run, task, _NopProbe(self.reset_check), build.image)
+            oracle_f = pool.submit(trial, "oracle", OracleAgent(), logs)
+            nop_f = pool.submit(trial, "no-op", _NopProbe(self.reset_check))
             report.oracle, report.nop = oracle_f.result(), nop_f.result()
         if report.oracle.logs.get("dir"):
             report.notes.append(f"the reference run's logs: {report.oracle.logs['dir']} "

@@ -199,6 +199,11 @@ class Episode:
                 format_errors += 1
                 self.recorder.observe(step, None, prompts.FORMAT_REMINDER)
                 self.messages.append({"role": "user", "content": prompts.FORMAT_REMINDER})
+                if self.progress:
+                    reply = " ".join((result.text or "").split())
+                    log.info("%s turn %d: no command in the reply (format error %d of %d): %s", self.progress,
+                             self.turns, format_errors, self.cfg.max_format_errors,
+                             repr(reply[:80]) if reply else "empty reply")
                 if format_errors >= self.cfg.max_format_errors:
                     return EndReason.FORMAT_ERRORS
                 continue

@@ -44,10 +44,11 @@ class Calibrator:
 
     def calibrate(self, tasks: list[Task], show_progress: bool = True, diagnose: bool = True) -> list[CalibrationResult]:
         """The band verdict on each task (``diagnose``: a hinted rollout for those below the band)."""
-        envs = self.rollouts.run(tasks, self.cfg.initial_attempts, show_progress=show_progress)
+        envs = self.rollouts.run(tasks, self.cfg.initial_attempts, show_progress=show_progress, label="calibration")
         near_edge = [env.task for env in envs.values() if needs_expansion(env.rewards, self.cfg)]
         if near_edge:
-            envs.update(self.rollouts.run(near_edge, self.cfg.expanded_attempts, show_progress=show_progress))
+            envs.update(self.rollouts.run(near_edge, self.cfg.expanded_attempts, show_progress=show_progress,
+                                          label="calibration (near a band edge: expanded)"))
         results = [
             CalibrationResult(env_id=env.env_id, task=env.task.name, decision=decide(env.rewards, self.cfg),
                               rewards=env.rewards, expanded=len(env.records) > self.cfg.initial_attempts,
@@ -65,7 +66,7 @@ class Calibrator:
         runner = self.rollouts.variant(f"{self.rollouts.solver_name}-diagnostic")
         diag = runner.run(tasks, self.cfg.diagnostic_rollouts,
                           hints={envs[r.env_id].env_id: solution_hints(envs[r.env_id].task) for r in too_hard},
-                          show_progress=False)
+                          show_progress=False, label="diagnostic rollout (reference hints)")
         for result in too_hard:
             records = sorted(diag[result.env_id].records, key=lambda r: r.attempt)
             result.diagnostic = records[0] if records else None

@@ -110,7 +110,8 @@ class HarnessConfig:
     name: str = "terminal"
     """prompt (one generation), prompt_feedback (generate, run, revise) or terminal (agent in a sandbox)."""
     max_revisions: int = 2
-    """Revisions of one draft after failed admission checks (paper App. G.4)."""
+    """Revisions of one draft after failed admission checks (paper App. G.4). Always 0 for the prompt
+    arm, which never runs what it writes (conf/harness/arm/prompt.yaml sets it at every scale)."""
     max_turns: Optional[int] = None
     """Most agent turns of one terminal-harness episode; None: no turn limit, only
     episode_timeout_sec (paper App. D.2: no limit, a 2-hour budget)."""
@@ -143,6 +144,13 @@ class HarnessConfig:
             )
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError("harness.max_turns must be >= 1, or null for no turn limit")
+        if self.name == "prompt" and self.max_revisions != 0:
+            raise ConfigError(
+                f"harness=prompt never runs what it writes (paper §4.1), so harness.max_revisions must be 0, got "
+                f"{self.max_revisions}; for revisions from build and test logs use harness=prompt_feedback"
+            )
+        if self.max_revisions < 0:
+            raise ConfigError(f"harness.max_revisions must be >= 0, got {self.max_revisions}")
         if self.episode_timeout_sec <= 0:
             raise ConfigError(f"harness.episode_timeout_sec must be > 0, got {self.episode_timeout_sec}")
 

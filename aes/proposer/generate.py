@@ -95,7 +95,7 @@ def fresh_rows(stack: ProposerStack, envs: list[EnvRecord], attempts: int) -> di
         log.info("rolling out %s (policy version %d) on %d parent env(s) for the assignments", runner.solver_name,
                  runner.policy_version, len(stale))
         runner.at(f"{runner.batch}-assign" if runner.batch else "assign").run(
-            [e.load() for e in stale], attempts, show_progress=False)
+            [e.load() for e in stale], attempts, show_progress=False, label="parent rollouts")
         rows = latest_rows(read_index(runner.root / "index.jsonl"), runner.solver_name)
     return {e.env_id: rows[e.env_id] for e in envs if e.env_id in rows}
 
@@ -133,7 +133,8 @@ def summarize(results: list[EpisodeResult]) -> dict:
     checks 1-6 (also decontamination and review), calibrated = also in the calibration band (it
     joined the pool); rates with 95% Wilson intervals; tokens and USD of every proposer-side model
     call (review included) per valid env; Fig. 5's statistics of the valid envs; Table 8's mean
-    generation rounds of the accepted (checks 1-6) episodes (the first draft is round 1)."""
+    generation rounds of the accepted (checks 1-6) episodes (the first draft is round 1).
+    With no episode (a static pool, a full pool) the rates are None — "no episodes", never a 0%."""
     n = len(results)
     valid = [r for r in results if r.checks_1_4]
     accepted = [r for r in results if r.checks_1_6]
@@ -142,7 +143,7 @@ def summarize(results: list[EpisodeResult]) -> dict:
              for key in ("data_files", "solver_turns", "solver_success")}
     return {
         "episodes": n,
-        "valid_env_rate": len(valid) / n if n else 0.0,
+        "valid_env_rate": len(valid) / n if n else None,
         "valid": len(valid),
         "valid_ci": rate(len(valid), n),
         "admitted": sum(r.checks_1_6 for r in results),
@@ -150,7 +151,7 @@ def summarize(results: list[EpisodeResult]) -> dict:
         "calibrated": sum(r.calibrated for r in results),
         "calibrated_ci": rate(sum(r.calibrated for r in results), n),
         "failures_by_stage": dict(Counter(s for r in results for s in r.failed_stages)),
-        "mean_revisions": sum(r.revisions for r in results) / n if n else 0.0,
+        "mean_revisions": sum(r.revisions for r in results) / n if n else None,
         "accepted_rounds": (statistics.fmean(r.revisions + 1 for r in accepted) if accepted else None),
         "tokens": tokens,
         "cost_usd": cost,
@@ -169,7 +170,8 @@ def generate(cfg: AesConfig, stack: ProposerStack, round: int = 0) -> tuple[list
     results = run_assignments(stack, assignments)
     summary = summarize(results)
     (stack.paths.root / "generate.json").write_text(json.dumps(
-        {"proposer": cfg.proposer.name, "harness": cfg.harness.name, "domain": cfg.domain.name, "summary": summary,
+        {"proposer": cfg.proposer.name, "harness": cfg.harness.name, "domain": cfg.domain.name,
+         "solver": cfg.solver.name, "summary": summary,
          "episodes": [{**r.assignment.to_dict(), "outcome": r.outcome, "env_id": r.env_id,
                        "revisions": r.revisions, "failed_stages": r.failed_stages, "checks_1_4": r.checks_1_4,
                        "checks_1_6": r.checks_1_6, "calibrated": r.calibrated, "stats": r.stats,

@@ -67,7 +67,7 @@ class ProposerTools:
         # a human-in-the-loop draft is probed as the solver will meet it: same setting, same judge
         runner.hil = self.rollouts.hil
         n = max(1, min(int(attempts or self.probe_attempts), 8))
-        env = runner.run([task], n, show_progress=False)[task.env_id]
+        env = runner.run([task], n, show_progress=False, label="solver_model probe")[task.env_id]
         if env.build_error:
             return f"the image did not build: {env.build_error}"
         rewards = env.rewards

@@ -38,6 +38,18 @@ def _plot(caption: str, draw=None, note: str = "", empty: str = "") -> str:
             f'src="data:image/png;base64,{_figure(draw)}">{note_html}</figure>')
 
 
+def _no_episodes(d: RunData, rounds: list[dict]) -> str:
+    """Why these rounds ran no proposer episode, as their rows (or the config) say."""
+    reasons = Counter(str(r.get("no_episodes") or "") for r in rounds)
+    reasons.pop("", None)
+    if not reasons:  # rows of a run from before the reason was recorded
+        fly = d.config.get("flywheel") or {}
+        return ("flywheel.assignments_per_round is 0 (a static pool)" if fly.get("assignments_per_round") == 0
+                else "no assignment was opened: the pool had no room, or no parent env to build on")
+    return "; ".join(reason if n == len(rounds) else f"{reason} ({plural(n, 'round')})"
+                     for reason, n in reasons.most_common())
+
+
 def _has(rows: list[dict], key: str) -> bool:
     return any(isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool) for r in rows)
 
@@ -82,11 +94,7 @@ def _summary(d: RunData) -> str:
             if stages:
                 facts.append(f"Episodes that were not admitted failed at: {counted(stages)}.")
     elif d.rounds:
-        if fly.get("assignments_per_round") == 0:
-            facts.append("The proposer ran no episodes: flywheel.assignments_per_round is 0 (a static pool).")
-        else:
-            facts.append("The proposer ran no episodes (no assignment was opened: the pool had no room, "
-                         "or no parent env to build on).")
+        facts.append(f"The proposer ran no episodes: {_no_episodes(d, d.rounds)}.")
     facts.append(d.pool_sentence())
     if d.updates:
         rewards = [r["solver_reward_mean"] for r in d.updates if isinstance(r.get("solver_reward_mean"), (int, float))]
@@ -111,15 +119,22 @@ def _plots(d: RunData) -> str:
     rounds, updates = d.rounds, d.updates
     out = []
     no_round = "No round finished yet: the first round's row is written after its generation and solver steps."
-    # valid-env rate
+    # valid-env rate (None in a round without episodes: no rate, not 0%)
+    idle = [r for r in rounds if not r.get("episodes")]
     if _has(rounds, "valid_env_rate"):
         xs, ys = points(rounds, "round", "valid_env_rate")
+        note = "valid = the finally submitted env passed admission checks 1-4 (it builds, its reference scores 1, " \
+               "doing nothing scores < 0.5)"
+        if idle:
+            note += (f"; no point for {plural(len(idle), 'round')} without proposer episodes "
+                     f"({_no_episodes(d, idle)})")
         out.append(_plot("Valid-env rate per round", line_plot([("valid-env rate", xs, ys)], "round",
                                                                "episodes with a valid env", (0, 1), percent=True),
-                         "valid = the finally submitted env passed admission checks 1-6"))
+                         note))
     else:
         out.append(_plot("Valid-env rate per round", empty=no_round if not rounds else
-                         "No proposer episode ran in any round, so there is no valid-env rate."))
+                         f"No proposer episode ran in any round ({_no_episodes(d, idle or rounds)}), so there is "
+                         "no valid-env rate."))
     # admissions and pool size
     if _has(rounds, "pool_size"):
         series = [("admitted envs in the pool", *points(rounds, "round", "pool_size")),
@@ -198,9 +213,12 @@ def _rounds_table(d: RunData) -> str:
     for r in d.rounds:
         failures = r.get("failures_by_stage") if isinstance(r.get("failures_by_stage"), dict) else {}
         valid = r.get("valid_env_rate")
+        shown = pct(valid) if valid is not None else (
+            f'<span class="muted" title="{esc(_no_episodes(d, [r]))}">no episodes</span>' if not r.get("episodes")
+            else "-")
         rows.append([num(r.get("round")), num(r.get("updates")), num(r.get("assignments/rollout_update")),
                      num(r.get("assignments/count")), num(r.get("episodes")),
-                     (pct(valid), valid if valid is not None else -1), num(r.get("admitted")),
+                     (shown, valid if valid is not None else -1), num(r.get("admitted")),
                      esc(counted(failures)) or '<span class="muted">none</span>', num(r.get("pool_size")),
                      num(r.get("solver_reward_mean")), num(r.get("tokens")), (usd(r.get("cost_usd")), r.get("cost_usd") or 0),
                      (esc(when(r.get("time"))), r.get("time") or 0)])

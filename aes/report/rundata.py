@@ -109,6 +109,17 @@ class EnvRow:
         return ""
 
     @property
+    def failed_stage(self) -> str:
+        """The admission stage of the last failed verdict ('' when none failed): its first reason's
+        code prefix (``oracle``, ``decontam``, ...) where that names a stage, else the verdict's stage."""
+        failed = [v for v in self.verdicts if not v["passed"]]
+        if not failed:
+            return ""
+        last = failed[-1]
+        head = str(last["reasons"][0]).split(".", 1)[0] if last["reasons"] else ""
+        return head if head in STAGE_NAMES else str(last["stage"])
+
+    @property
     def failure(self) -> str:
         """The first reason of the last failed verdict ('' when none failed)."""
         failed = [v for v in self.verdicts if not v["passed"]]
@@ -145,14 +156,17 @@ class Episode:
     reason: str = ""
     """The plain sentence: what became of the episode and why."""
     error: str = ""
+    pool_stage: str = ""
+    """The stage the pool's verdicts say the finally submitted env failed at ('' when none)."""
 
     @property
     def failed_stage(self) -> str:
+        """The stage the episode's final submission failed at: the trajectory's record, else the pool's."""
         if self.status == "infrastructure":
             return "infrastructure"
-        if self.outcome == "admitted" or not self.failed_stages:
+        if self.outcome == "admitted":
             return ""
-        return self.failed_stages[-1]
+        return self.failed_stages[-1] if self.failed_stages else self.pool_stage
 
     @property
     def shown_outcome(self) -> str:
@@ -303,6 +317,8 @@ class RunData:
         if ep.env_id and ep.env_id in self.env_by_id and all(r.env.env_id != ep.env_id for r in drafts):
             drafts.append(self.env_by_id[ep.env_id])
         ep.drafts = [(r.env.env_id, r.failure) for r in drafts]
+        final = self.env_by_id.get(ep.env_id) if ep.env_id else None
+        ep.pool_stage = final.failed_stage if final is not None else ""
         ep.reason = self._reason(ep)
         return ep
 

@@ -2,11 +2,14 @@
 paper's comparison (one row per proposer and harness), as markdown, CSV and an HTML figure.
 
 Each job's ``generate.json`` holds its episodes, each judged on the env it finally submitted.
-Rows of jobs with the same proposer and harness (e.g. seeds) are pooled. Columns: episodes,
+Rows of jobs with the same proposer, harness, domain and solver (e.g. seeds) are pooled; jobs that
+differ in any of them are rows of their own. Columns: episodes,
 valid rate (admission checks 1-4: it builds, its reference scores 1, doing nothing < 0.5),
 admitted rate (checks 1-6), calibrated rate (in the calibration band), each with its 95% Wilson
 interval; tokens and USD of every proposer-side model call (review included) per valid env;
-Fig. 5's statistics of the valid envs (data files, solver turns, solver success).
+Fig. 5's statistics of the valid envs (data files, solver turns, solver success). In table2.csv
+every interval is five numeric columns (``valid_rate, valid_low, valid_high, valid_k, valid_n``),
+every other cell a plain number; table2.md writes them as text.
 """
 
 from __future__ import annotations
@@ -19,8 +22,12 @@ from pathlib import Path
 
 from aes.report.stats import rate
 
-COLUMNS = ("proposer", "harness", "episodes", "valid", "admitted", "calibrated", "tokens / valid env",
+ARM = ("proposer", "harness", "domain", "solver")
+"""What makes a row: jobs that agree on all four are pooled."""
+COLUMNS = (*ARM, "episodes", "valid", "admitted", "calibrated", "tokens / valid env",
            "USD / valid env", "data files", "solver turns", "solver success", "jobs")
+INTERVALS = ("valid", "admitted", "calibrated")
+INTERVAL_FIELDS = ("rate", "low", "high", "k", "n")
 
 
 def ci_text(ci: dict) -> str:
@@ -35,21 +42,22 @@ def _mean(values: list) -> float | None:
 
 
 def collect(sweep: Path) -> list[dict]:
-    """One row per (proposer, harness) over the ``generate.json`` files below ``sweep``."""
-    arms: dict[tuple[str, str], dict] = defaultdict(lambda: {"episodes": [], "jobs": 0})
+    """One row per (proposer, harness, domain, solver) over the ``generate.json`` files below ``sweep``
+    ("?" where a file does not say)."""
+    arms: dict[tuple[str, ...], dict] = defaultdict(lambda: {"episodes": [], "jobs": 0})
     for path in sorted(sweep.rglob("generate.json")):
         data = json.loads(path.read_text())
-        key = (data.get("proposer") or "?", data.get("harness") or "?")
+        key = tuple(str(data.get(k) or "?") for k in ARM)
         arms[key]["episodes"] += data.get("episodes", [])
         arms[key]["jobs"] += 1
     rows = []
-    for (proposer, harness), arm in sorted(arms.items()):
+    for key, arm in sorted(arms.items()):
         eps = arm["episodes"]
         valid = [e for e in eps if e.get("checks_1_4")]
         tokens = sum(e.get("tokens", 0) for e in eps)
         cost = sum(e.get("cost_usd", 0.0) for e in eps)
         rows.append({
-            "proposer": proposer, "harness": harness, "episodes": len(eps), "jobs": arm["jobs"],
+            **dict(zip(ARM, key)), "episodes": len(eps), "jobs": arm["jobs"],
             "valid": rate(len(valid), len(eps)),
             "admitted": rate(sum(bool(e.get("checks_1_6")) for e in eps), len(eps)),
             "calibrated": rate(sum(bool(e.get("calibrated")) for e in eps), len(eps)),
@@ -73,6 +81,25 @@ def _cell(row: dict, column: str) -> str:
     return str(value)
 
 
+def csv_header() -> list[str]:
+    """table2.csv's columns: snake_case names, each interval as its five numbers."""
+    out = []
+    for column in COLUMNS:
+        name = column.replace(" / ", "_per_").replace(" ", "_").lower()
+        out += [f"{name}_{f}" for f in INTERVAL_FIELDS] if column in INTERVALS else [name]
+    return out
+
+
+def csv_row(row: dict) -> list:
+    """One row of table2.csv: numbers as numbers, a missing value as an empty cell."""
+    out: list = []
+    for column in COLUMNS:
+        value = row[column]
+        values = [value.get(f) for f in INTERVAL_FIELDS] if column in INTERVALS else [value]
+        out += ["" if v is None else v for v in values]
+    return out
+
+
 def write(sweep: Path, rows: list[dict]) -> dict[str, Path]:
     """table2.md, table2.csv and table2.html in ``sweep``; their paths."""
     out = {"markdown": sweep / "table2.md", "csv": sweep / "table2.csv", "html": sweep / "table2.html"}
@@ -84,9 +111,8 @@ def write(sweep: Path, rows: list[dict]) -> dict[str, Path]:
     out["markdown"].write_text("\n".join(lines) + "\n" + note)
     with open(out["csv"], "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(COLUMNS)
-        for r in rows:
-            writer.writerow([_cell(r, c) for c in COLUMNS])
+        writer.writerow(csv_header())
+        writer.writerows(csv_row(r) for r in rows)
     out["html"].write_text(_html(rows, "\n".join(lines), note))
     return out
 
@@ -97,7 +123,8 @@ def _html(rows: list[dict], table: str, note: str) -> str:
     from aes.report.html import _figure
 
     def draw(ax):
-        labels = [f"{r['proposer']}\n{r['harness']}" for r in rows]
+        varied = [k for k in ("domain", "solver") if len({x[k] for x in rows}) > 1]  # named only where they differ
+        labels = ["\n".join([r["proposer"], r["harness"], *(r[k] for k in varied)]) for r in rows]
         for offset, key in ((-0.25, "valid"), (0.0, "admitted"), (0.25, "calibrated")):
             values = [r[key]["rate"] or 0.0 for r in rows]
             low = [max(0.0, v - (r[key]["low"] or 0.0)) for v, r in zip(values, rows)]

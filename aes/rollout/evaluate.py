@@ -43,7 +43,7 @@ class EvalReport:
 
 
 def evaluate(rollouts: RolloutRunner, tasks: list[Task], k: int, show_progress: bool = True) -> EvalReport:
-    envs = rollouts.run(tasks, k, show_progress=show_progress)
+    envs = rollouts.run(tasks, k, show_progress=show_progress, label="eval")
     scores = []
     for env in envs.values():
         rewards = [r.reward for r in sorted(env.records, key=lambda r: r.attempt)]

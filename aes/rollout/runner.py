@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -136,11 +137,18 @@ class RolloutRunner:
         return (base / self.batch if self.batch else base) / f"{attempt}.json"
 
     def run(self, tasks: list[Task], attempts: int, hints: dict[str, str] | None = None,
-            show_progress: bool = True) -> dict[str, EnvRollouts]:
-        """Attempts ``0..attempts-1`` of every task (existing ones are reused)."""
+            show_progress: bool = True, label: str = "rollouts") -> dict[str, EnvRollouts]:
+        """Attempts ``0..attempts-1`` of every task (existing ones are reused).
+
+        Progress: a rich bar with ``show_progress``; without it (the flywheel's calibration, parent
+        rollouts and evaluation) one log line per finished attempt, under ``label``. Either way one
+        line when the batch starts and one when it ends."""
         envs = {env_id_of(t): EnvRollouts(task=t, env_id=env_id_of(t)) for t in tasks}
         images = self._build_all(envs)
         jobs = [(env, k) for env in envs.values() if env.env_id in images for k in range(attempts)]
+        what = f"{label} [{self.solver_name}{', ' + self.batch if self.batch else ''}]"
+        log.info("%s: %d attempt(s) on %d env(s) starting", what, len(jobs), len(images))
+        started = time.monotonic()
         counts = {"done": 0, "running": 0, "failed": 0}
         batch: Counter[str] = Counter()
         columns = (TextColumn(f"rollouts [{self.solver_name}]"), BarColumn(), MofNCompleteColumn(),
@@ -153,6 +161,7 @@ class RolloutRunner:
                 with self._lock:
                     counts["running"] += 1
                     progress.update(bar, running=counts["running"])
+                began = time.monotonic()
                 try:
                     record = self._attempt(env, k, images[env.env_id], (hints or {}).get(env.env_id))
                 finally:
@@ -165,7 +174,13 @@ class RolloutRunner:
                     else:
                         env.records.append(record)
                     counts["failed"] += record.reward is None
+                    counts["done"] += 1
                     progress.update(bar, advance=1, running=counts["running"], failed=counts["failed"])
+                    if not show_progress:
+                        reward = "no reward" if record.reward is None else f"reward {record.reward:.2f}"
+                        log.info("%s: %s attempt %d/%d: %s (%s, %.1f s); %d of %d done", what, env.env_id, k + 1,
+                                 attempts, reward, record.end_reason or record.outcome, time.monotonic() - began,
+                                 counts["done"], len(jobs))
                 if sum(batch.values()) > self.infra_limit:
                     raise InfrastructureFailures(_infra_message(batch, self.infra_limit))
 
@@ -173,6 +188,10 @@ class RolloutRunner:
                 for future in [pool.submit(attempt, env, k) for env, k in jobs]:
                     future.result()
         self.write_index(envs.values())
+        rewards = [r for env in envs.values() for r in env.rewards]
+        log.info("%s: %d attempt(s) done in %.1f s, mean reward %s, %d without a reward", what, counts["done"],
+                 time.monotonic() - started, f"{sum(rewards) / len(rewards):.3f}" if rewards else "n/a",
+                 counts["failed"])
         return envs
 
     def _build_all(self, envs: dict[str, EnvRollouts]) -> dict[str, str]:
