@@ -173,8 +173,9 @@ def build_flywheel(cfg: AesConfig, run_dir: Path) -> FlywheelParts:
     paths = RunPaths(Path(run_dir))
     budget = RunBudget(cfg.budget)
     solver = build_trainable_solver(cfg, budget, paths)
-    # no proposer (a static pool: no assignments) needs no proposer model, nor its key or server
-    static = cfg.flywheel.assignments_per_round == 0
+    # no proposer (a static pool: no assignments, no replacements) needs no proposer model, nor its key or server
+    fw = cfg.flywheel
+    static = fw.assignments_per_round == 0 and not (fw.refresh and fw.replacements_per_retired > 0)
     proposer = solver.chat if cfg.flywheel.shared_policy or static else build_proposer(cfg, budget, solver.chat)
     judge, owned = None, False
     try:

@@ -21,6 +21,7 @@ admitted is lost or duplicated.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import statistics
 
@@ -40,6 +41,8 @@ log = logging.getLogger("aes")
 DIFFICULTY = {"starter": 0, "easy": 1, "medium": 2, "hard": 3}
 OVERSAMPLE = 2
 """With carried rollouts, envs in flight per update's worth of groups (the paper oversamples)."""
+PROPOSER_GROUP_UPDATES = "flywheel.proposer_group_updates"
+"""Pool meta: proposer group key -> how many updates trained it (``proposer/trained_once`` reads it)."""
 
 
 class Flywheel:
@@ -112,33 +115,44 @@ class Flywheel:
             results = run_assignments(self.stack, assignments, opened=True) if assignments else []
         with self.clock("reflection"):
             reflection = self.reflect(round_, results) if self.cfg.harness.reflection else {}
-        self.pool.set_meta(f"flywheel.round.{round_}.summary", self.generation_summary(results, reflection))
+        self.pool.set_meta(f"flywheel.round.{round_}.summary", self.generation_summary(round_, results, reflection))
         self.pool.set_meta(f"flywheel.round.{round_}.done", True)
 
     def assignments(self, round_: int) -> list[Assignment]:
         """This generation's assignments (the same ones again when a killed generation resumes):
-        replacements opened by the last refresh first, then the least-used admitted envs."""
+        replacements for the envs the refreshes since the last generation retired, then
+        ``assignments_per_round`` on the least-used admitted envs, while the pool has room."""
         saved = self.pool.get_meta(f"flywheel.round.{round_}.assignments")
         self.no_episodes = self.pool.get_meta(f"flywheel.round.{round_}.no_episodes", "")
         if saved is not None:
             closed = {r["assignment_id"] for r in AssignmentLog(self.pool).rows(round_) if r["status"] == "closed"}
             return [Assignment(**a) for a in saved if a["assignment_id"] not in closed]
-        replacements = self.pool.get_meta("flywheel.replacements", [])
-        fly, admitted = self.cfg.flywheel, len(self.pool.envs("admitted"))
-        n = min(fly.assignments_per_round, max(fly.pool_size - admitted, 0))
-        picked = assign(self.stack, n, round_, first=replacements)
+        fw = self.cfg.flywheel
+        retired = self.pool.get_meta("flywheel.replacements", [])
+        admitted = len(self.pool.envs("admitted"))
+        room = max(fw.pool_size - admitted, 0)
+        capacity = math.ceil(room / fw.proposer_samples)  # each episode of an assignment may add an env
+        wanted = replacement_assignments(len(retired), fw.replacements_per_retired, fw.proposer_samples)
+        n_replace = min(wanted, capacity)
+        if n_replace < wanted:
+            log.info("generation %d: %d of %d replacement assignment(s) fit in the pool's room (flywheel.pool_size="
+                     "%d)", round_ + 1, n_replace, wanted, fw.pool_size)
+        n_new = min(fw.assignments_per_round, capacity - n_replace)
+        parents = [retired[i % len(retired)] for i in range(n_replace)]  # farthest outside the band first
+        picked = assign(self.stack, n_replace + n_new, round_, first=parents)
         self.no_episodes = "" if picked else (
-            "flywheel.assignments_per_round is 0 (a static pool)" if fly.assignments_per_round == 0 else
-            f"the pool was full ({admitted} admitted envs, flywheel.pool_size = {fly.pool_size})" if n == 0 else
+            "flywheel.assignments_per_round is 0 (a static pool)" if fw.assignments_per_round == 0 and not wanted else
+            f"the pool was full ({admitted} admitted envs, flywheel.pool_size = {fw.pool_size})" if capacity == 0 else
             "no admitted env to build on")
         self.pool.set_meta(f"flywheel.round.{round_}.no_episodes", self.no_episodes)
         todo = [Assignment(**{**a.to_dict(), "group": f"r{round_}-{i}"})
-                for i, a in enumerate(picked) for _ in range(self.cfg.flywheel.proposer_samples)]
+                for i, a in enumerate(picked) for _ in range(fw.proposer_samples)]
         log_ = AssignmentLog(self.pool)
         for a in todo:
             a.assignment_id = log_.open(a.round, a.parent_env_id, a.to_dict())
         self.pool.set_meta(f"flywheel.round.{round_}.assignments", [a.to_dict() for a in todo])
-        self.pool.set_meta("flywheel.replacements", replacements[n:])
+        self.pool.set_meta(f"flywheel.round.{round_}.replacements", {"retired": len(retired), "opened": n_replace})
+        self.pool.set_meta("flywheel.replacements", [])  # every retired env was answered (or the pool is full)
         return todo
 
     def reflect(self, round_: int, results: list[EpisodeResult]) -> dict:
@@ -155,12 +169,12 @@ class Flywheel:
         with self.clock("solver_rollouts"):
             groups, collected = self.solver_groups()
         proposer = self.pending_proposer_groups(round_)
-        trained = self.pool.get_meta(f"flywheel.round.{round_}.proposer_updates", 0) + bool(proposer)
+        times = self.pool.get_meta(PROPOSER_GROUP_UPDATES, {})  # updates that trained each group (paper: one)
         row = {"round": round_ + 1, "update": self.updates + 1, "groups_collected": collected,
                "solver/groups": len(groups), "solver/groups_reused": self.reused, "proposer/groups": len(proposer),
                "rollouts/carried": self.carried,
                "proposer/samples_per_group": (statistics.fmean(len(g.episodes) for g in proposer) if proposer else 0),
-               "proposer/trained_once": bool(proposer) and trained == 1}
+               "proposer/trained_once": all(times.get(g.key, 0) == 0 for g in proposer) if proposer else None}
         self.step += 1
         stats = None
         if groups or proposer:
@@ -170,7 +184,8 @@ class Flywheel:
                 self.solver.save(self.paths.checkpoints)
             if proposer:
                 self.pool.set_meta(f"flywheel.round.{round_}.proposer_trained", True)
-                self.pool.set_meta(f"flywheel.round.{round_}.proposer_updates", trained)
+                self.pool.set_meta(PROPOSER_GROUP_UPDATES,
+                                   {**times, **{g.key: times.get(g.key, 0) + 1 for g in proposer}})
         else:
             log.warning("no DPPO update at step %d: none of the %d groups drawn had rewards that differ between "
                         "attempts (no reward spread), so there is nothing to learn from this time", self.step, collected)
@@ -324,8 +339,9 @@ class Flywheel:
     # -- refresh --------------------------------------------------------------------------
     def refresh(self) -> None:
         """Calibrate the updated solver on the pool again (4 -> 8 attempts, band, spread), retire
-        the envs that left the band (keeping ``flywheel.min_pool``) and open replacements: the
-        next generation builds on the retired envs from these newest rollouts."""
+        the envs that left the band (keeping ``flywheel.min_pool``) and queue them: the next
+        generation opens ``flywheel.replacements_per_retired`` replacement assignments for each,
+        built on the retired env from the solver's newest rollouts."""
         self._version(f"u{self.updates:04d}-refresh")
         admitted = self.pool.envs("admitted")
         results = self.parts.calibrator.calibrate([e.load() for e in admitted], diagnose=False)
@@ -337,23 +353,28 @@ class Flywheel:
         for result in retire:
             self.pool.set_status(result.env_id, "retired", mean_reward=result.decision.mean,
                                  std_reward=result.decision.std)
-        replacements = [r.env_id for r in retire]
-        self.pool.set_meta("flywheel.replacements", self.pool.get_meta("flywheel.replacements", []) + replacements)
+        queued = self.pool.get_meta("flywheel.replacements", []) + [r.env_id for r in retire]
+        self.pool.set_meta("flywheel.replacements", queued)
         self.pool.set_meta("flywheel.refreshed", self.updates)
+        fw = self.cfg.flywheel
+        replacements = replacement_assignments(len(retire), fw.replacements_per_retired, fw.proposer_samples)
         log.info("refresh after update %d: %d of %d envs left the band, %d retired, %d replacement assignments "
-                 "for the next generation", self.updates, len(outside), len(admitted), len(retire), len(replacements))
+                 "for the next generation", self.updates, len(outside), len(admitted), len(retire), replacements)
         self.metrics.log({"event": "refresh", "update": self.updates, "step": self.step, "pool": len(admitted),
-                          "left_band": len(outside), "retired": len(retire), "replacements": len(replacements)},
+                          "left_band": len(outside), "retired": len(retire), "replacements": replacements},
                          step=self.step)
 
     # -- the record -------------------------------------------------------------------------
-    def generation_summary(self, results: list[EpisodeResult], reflection: dict) -> dict:
+    def generation_summary(self, round_: int, results: list[EpisodeResult], reflection: dict) -> dict:
         summary = summarize(results)
         versions = [r.assignment.rollout_update for r in results if r.assignment.rollout_update is not None]
+        replacements = self.pool.get_meta(f"flywheel.round.{round_}.replacements", {})
         return {
             "assignments/rollout_update": min(versions) if versions else None,
             "assignments/policy_version": self.updates,
             "assignments/count": len({r.assignment.group for r in results}),
+            "assignments/replacements": replacements.get("opened", 0),
+            "assignments/retired_since_last": replacements.get("retired", 0),
             "valid_env_rate": summary["valid_env_rate"], "admitted": summary["admitted"],
             "cost_per_valid_env": summary["cost_per_valid_env"], "tokens_per_valid_env": summary["tokens_per_valid_env"],
             "failures_by_stage": summary["failures_by_stage"], "episodes": summary["episodes"], **reflection,
@@ -383,6 +404,12 @@ class Flywheel:
     def close(self) -> None:
         self.rollouts.shutdown()
         self.parts.close()
+
+
+def replacement_assignments(retired: int, per_retired: float, samples: int) -> int:
+    """Assignments that ask for ``per_retired`` new envs per retired one: each of its ``samples``
+    episodes submits an env, so ``ceil(retired x per_retired / samples)``."""
+    return math.ceil(retired * per_retired / max(1, samples) - 1e-9)
 
 
 def _wait_any(batches: list, timeout: float = 1.0) -> None:

@@ -45,13 +45,15 @@ def test_every_generation_reads_the_newest_policys_rollouts(run):
     cfg, _, _, rows, _ = run
     rounds = [r for r in rows if r["event"] == "round"]
     assert len(rounds) == ROUNDS
-    for row in rounds:  # the policy that made the rollouts is the policy of that moment, not round one's
+    assigned = [r for r in rounds if r["assignments/count"]]  # a full pool opens no assignment
+    assert len(assigned) >= ROUNDS // 2
+    for row in assigned:  # the policy that made the rollouts is the policy of that moment, not round one's
         assert row["assignments/rollout_update"] == row["assignments/policy_version"], row
-    assert len({r["assignments/rollout_update"] for r in rounds}) > ROUNDS // 2
+    assert len({r["assignments/rollout_update"] for r in assigned}) > len(assigned) // 2
 
 
 def test_the_solver_is_trained_every_step_and_the_proposer_once_per_generation(run):
-    cfg, _, flywheel, rows, _ = run
+    cfg, run_dir, flywheel, rows, _ = run
     steps = [r for r in rows if r["event"] in ("update", "no_update")]
     assert len(steps) == ROUNDS * cfg.flywheel.proposer_interval
     with_proposer = [r for r in steps if r["proposer/groups"]]
@@ -59,6 +61,42 @@ def test_the_solver_is_trained_every_step_and_the_proposer_once_per_generation(r
     per_round = Counter(r["round"] for r in with_proposer)
     assert max(per_round.values()) == 1  # once per generation, never again
     assert all(r["proposer/samples_per_group"] == cfg.flywheel.proposer_samples for r in with_proposer)
+    # every proposer group with reward spread of every generation was trained, and exactly once
+    trajectories = run_dir / "proposer" / "proposer_trajectories"
+    groups = {g.key for round_ in range(ROUNDS) for g in flywheel.solver.proposer_groups(trajectories, round_)}
+    times = flywheel.pool.get_meta("flywheel.proposer_group_updates", {})
+    assert groups and times == {key: 1 for key in groups}
+    assert sum(r["proposer/groups"] for r in with_proposer) == len(groups)
+
+
+def test_every_env_a_refresh_retires_is_replaced_and_the_pool_recovers(run):
+    """Each refresh's retirees are answered by the next generation: ``replacements_per_retired``
+    new envs each (``ceil(retired x that / proposer_samples)`` assignments, within the pool's room),
+    nothing left queued; the pool, thinned by every refresh, is back near its size after the next
+    generation instead of sitting at ``min_pool``."""
+    from aes.flywheel import replacement_assignments
+
+    cfg, _, flywheel, rows, _ = run
+    fw, k = cfg.flywheel, cfg.flywheel.proposer_interval
+    rounds = {r["round"]: r for r in rows if r["event"] == "round"}
+    refreshes = [r for r in rows if r["event"] == "refresh"]
+    answered = 0
+    for refresh in refreshes:
+        answer = rounds.get((refresh["step"] - 1) // k + 2)  # the generation right after the refresh
+        if answer is None:  # the run ended first: the retirees are still queued
+            assert len(flywheel.pool.get_meta("flywheel.replacements", [])) == refresh["retired"]
+            continue
+        before = rounds[answer["round"] - 1]["pool_size"]  # the pool at that generation's start
+        capacity = -(-max(fw.pool_size - before, 0) // fw.proposer_samples)
+        wanted = replacement_assignments(refresh["retired"], fw.replacements_per_retired, fw.proposer_samples)
+        assert refresh["replacements"] == wanted
+        assert answer["assignments/retired_since_last"] == refresh["retired"]
+        assert answer["assignments/replacements"] == min(wanted, capacity) > 0
+        assert answer["pool_size"] >= min(refresh["pool"], fw.pool_size) * 0.75, (refresh, answer)
+        answered += 1
+    assert answered >= len(refreshes) - 1 > 0
+    late = [rounds[r]["pool_size"] for r in sorted(rounds)[ROUNDS // 2:]]
+    assert statistics.fmean(late) > 2 * fw.min_pool
 
 
 def test_refresh_retires_what_the_improved_solver_always_solves_and_replaces_it(run):
@@ -75,9 +113,32 @@ def test_refresh_retires_what_the_improved_solver_always_solves_and_replaces_it(
 def test_the_pool_gets_harder_as_the_solver_gets_better(run):
     _, run_dir, flywheel, rows, seeds = run
     skill = flywheel.solver.chat.skill
-    assert skill > 2.0
+    assert skill > 2.0  # learnt from its groups' advantages (see the next test), not counted per update
+    updates = [r for r in rows if r["event"] == "update"]
+    assert sum(r["dppo/skill_gain"] for r in updates) == pytest.approx(skill)
+    assert all(r["dppo/skill_gain"] >= 0 for r in updates)  # centred advantages never unlearn
     admitted = [difficulty(e.load()) for e in flywheel.pool.envs("admitted")]
     assert statistics.fmean(admitted) > statistics.fmean(seeds) + 1.0
+
+
+def test_the_simulated_update_learns_from_the_advantages_of_its_groups():
+    """One update of the simulated solver: a policy-gradient step with the groups' advantages, so
+    an empty batch or flat groups teach nothing, spread teaches in proportion to its variance."""
+    from aes.models.scripted import ScriptedModel
+    from aes.train.episodes import Episode, Group
+    from aes.train.simulated import LEARNING_RATE, SimulatedSolver, skill_gradient
+
+    cfg = compose_config(["experiment=simulated"])
+    solver = SimulatedSolver(cfg, ScriptedModel(cfg.solver))
+    group = lambda rewards: Group("env", [Episode([], r) for r in rewards])  # noqa: E731
+    assert solver.update([], 0)["skill_gain"] == 0.0
+    assert solver.update([group([0.5] * 8)], 1)["skill_gain"] == 0.0
+    spread = group([0.0, 0.25, 0.5, 0.5, 0.5, 0.5, 0.75, 1.0])
+    variance = statistics.pvariance(spread.rewards)
+    stats = solver.update([spread], 1)
+    assert stats["skill_gain"] == pytest.approx(LEARNING_RATE * 8 * variance / cfg.trainer.envs_per_update)
+    assert stats["skill"] == pytest.approx(stats["skill_gain"])
+    assert skill_gradient(group([1.0, 0.0])) > skill_gradient(group([0.75, 0.25])) > 0
 
 
 def test_the_proposer_reflects_between_rounds(run):

@@ -294,6 +294,87 @@ def _vllm_group(outputs, prompt_ids) -> Group:
     return Group("vllm", episodes)
 
 
+class RecordedVLLMClient:
+    """The client side of vLLM's weight-transfer protocol as TRL's ``VLLMClient`` speaks it (the
+    calls :class:`aes.train.sync.VLLMServer` makes, in order), recorded; the NCCL broadcast itself
+    needs two GPUs (``test_vllm_server_takes_new_weights_without_a_restart``). ``during`` runs while
+    the tensors stream, as the server's workers would be receiving them."""
+
+    def __init__(self, during=None):
+        self.calls: list[tuple] = []
+        self.during = during
+
+    def update_named_params(self, metadata, named_params):
+        tensors = [(name, tuple(t.shape)) for name, t in named_params]  # the stream is consumed, as NCCL does
+        if self.during is not None:
+            self.during()
+        self.calls.append(("update_named_params", [m[0] for m in metadata], tensors))
+
+    def reset_prefix_cache(self):
+        self.calls.append(("reset_prefix_cache",))
+
+    def close_communicator(self):
+        self.calls.append(("close_communicator",))
+
+
+@pytest.mark.parametrize("servers", [1, 2])
+def test_a_vllm_push_holds_the_rollout_calls_and_counts_the_update(servers, monkeypatch):
+    """weight_sync=vllm_server after a real DeepSpeed update: the solver's model calls wait while the
+    weights stream to every server (a call started then is served by the new weights), and the chat
+    client counts one update, so the calls after it record policy version 1 (carried rollouts end
+    at flywheel.carry_max_updates by it)."""
+    import threading
+    import time
+
+    from aes.models.openai_client import OpenAIChat
+    from aes.train import build_weight_sync
+    from tests.test_model_clients import ReplayServer, qwen
+
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    server = ReplayServer()
+    server.thread.start()
+    try:
+        server.push(*["vllm_logprobs_token_ids"] * 3)
+        solver = qwen(server)
+        if servers > 1:  # several servers: the same endpoint twice is enough for the client side
+            from dataclasses import replace
+
+            solver = replace(solver, base_urls=[solver.base_url] * servers)
+        chat = OpenAIChat(solver)
+        messages = [{"role": "user", "content": "What is 6 times 7?"}]
+        assert chat.chat(messages).policy_version == 0
+        sync = build_weight_sync(config(), solver, rollout=chat, mode="vllm_server")
+        held: dict = {}
+
+        def call_during_push():
+            thread = threading.Thread(target=lambda: held.setdefault("result", chat.chat(messages)))
+            thread.start()
+            time.sleep(0.3)
+            held.setdefault("answered_during_push", "result" in held)
+            held["thread"] = thread
+
+        clients = [RecordedVLLMClient(during=call_during_push if i == 0 else None) for i in range(servers)]
+        for target, client in zip(getattr(sync, "servers", [sync]), clients):
+            target.client = client
+        policy = fresh_policy(seed=4)
+        trainer = DPPOTrainer(config(), policy, sync)
+        trainer.update(GroupBatcher(1).fill(groups_stream(policy, torch.Generator().manual_seed(3))).groups)
+        held["thread"].join(timeout=10)
+        assert held["answered_during_push"] is False  # held until every server had the new weights
+        assert held["result"].policy_version == 1 and chat.weights_version == 1
+        assert chat.chat(messages).policy_version == 1
+        names = [n for n, _ in policy.model.named_parameters()]
+        for client in clients:  # every server: all parameters, then its prefix cache dropped
+            assert [c[0] for c in client.calls] == ["update_named_params", "reset_prefix_cache"]
+            assert client.calls[0][1] == names and [n for n, _ in client.calls[0][2]] == names
+        sync.close()
+    finally:
+        server.httpd.shutdown()
+        server.httpd.server_close()
+
+
 @pytest.mark.gpu
 def test_vllm_colocated_generates_with_the_trained_weights(tmp_path):
     vllm = _needs_vllm()

@@ -562,9 +562,17 @@ class FlywheelConfig:
     """Solver steps (DPPO updates) between proposer generations (paper k, App. G.1); the proposer's
     trajectories of a generation are trained once, in the update right after it."""
     pool_size: int = 256
-    """Target size of the active pool; no more assignments are given once it is reached."""
+    """Target size of the active pool; no more assignments are given once it is reached (an
+    assignment counts for ``proposer_samples`` envs: each of its episodes may add one)."""
     min_pool: int = 4
     """A refresh never retires envs below this many admitted ones."""
+    replacements_per_retired: float = 1.0
+    """New envs the next generation asks the proposer for per env a refresh retired (paper §3.3): it
+    opens ``ceil(retired x this / proposer_samples)`` replacement assignments (each of an assignment's
+    episodes submits one env), whose parents are the retired envs, farthest outside the band first,
+    with the solver's newest rollouts on them; on top of ``assignments_per_round``, within the room
+    ``pool_size`` leaves. 1 replaces what left the band one for one; above 1 makes up for
+    replacements that miss admission; 0 asks for none (the pool only shrinks at a refresh)."""
     max_group_draws: int = 3
     """Draw up to this many times ``trainer.envs_per_update`` envs looking for groups with reward spread."""
     parent_attempts: Optional[int] = None
@@ -589,6 +597,8 @@ class FlywheelConfig:
             raise ConfigError(f"flywheel.carry_max_updates must be >= 0, got {self.carry_max_updates}")
         if self.proposer_interval < 1:
             raise ConfigError(f"flywheel.proposer_interval must be >= 1, got {self.proposer_interval}")
+        if self.replacements_per_retired < 0:
+            raise ConfigError(f"flywheel.replacements_per_retired must be >= 0, got {self.replacements_per_retired}")
         if self.parent_attempts is not None and self.parent_attempts < 1:
             raise ConfigError(f"flywheel.parent_attempts must be >= 1 or null, got {self.parent_attempts}")
 

@@ -1,7 +1,15 @@
-"""The trainer of the simulated flywheel: a DPPO "update" raises the scripted solver's skill.
+"""The trainer of the simulated flywheel: a DPPO "update" moves the scripted solver's skill.
 
-Each update that holds groups with reward spread adds ``LEARNING_RATE`` times the fraction of
-the batch's groups that had spread (a batch of flat groups teaches nothing, as in DPPO).
+The solver's only weight is its skill ``s``; on an env of difficulty ``d`` an attempt passes each
+of the sandbox's ``TESTS`` tests with probability ``p = sigmoid(2 (s - d))`` (aes/sandbox/simulated.py),
+so the score of an attempt that passed ``k = TESTS x r`` of them is
+``d/ds log P(k) = 2 (k - TESTS p)``. An update is one policy-gradient step on that weight with the
+groups' advantages (:func:`aes.train.advantages.group_advantages`, as DPPO takes them):
+``s += LEARNING_RATE x sum over groups of mean_i(A_i x 2 TESTS (r_i - mean r)) / envs_per_update``
+(``p`` is shared by a group's attempts, so the group's mean reward stands in for ``TESTS p``: the
+terms differ by ``p x sum_i A_i``, 0 for centred advantages). Flat groups (all advantages 0), an empty
+batch, or advantages of the wrong sign teach nothing or unlearn; groups with reward spread teach
+in proportion to their variance.
 Proposer groups are formed exactly as for the real shared policy (one group per assignment,
 r_P of the submitted env) and counted; they do not change the scripted proposer.
 """
@@ -10,13 +18,25 @@ from __future__ import annotations
 
 import json
 import logging
+import statistics
 from pathlib import Path
 
-from aes.train.advantages import has_spread, proposer_reward
+from aes.sandbox.simulated import TESTS
+from aes.train.advantages import group_advantages, has_spread, proposer_reward
 from aes.train.episodes import PROPOSER, SOLVER, Episode, Group
 
 log = logging.getLogger(__name__)
-LEARNING_RATE = 0.15
+LEARNING_RATE = 0.3
+"""A full batch of groups at the band's centre (p = 0.5, reward variance 1/16) moves the skill by 0.15."""
+
+
+def skill_gradient(group: Group) -> float:
+    """The group's mean of advantage x score (see the module docstring)."""
+    rewards = group.rewards
+    if not rewards:
+        return 0.0
+    mean = statistics.fmean(rewards)
+    return statistics.fmean(a * 2 * TESTS * (r - mean) for a, r in zip(group_advantages(rewards), rewards))
 
 
 class SimulatedSolver:
@@ -46,12 +66,12 @@ class SimulatedSolver:
 
     def update(self, groups: list, collected: int) -> dict:
         solver = [g for g in groups if g.role == SOLVER]
-        spread = sum(has_spread(g.rewards) for g in solver)
-        self.chat.skill += LEARNING_RATE * spread / max(1, self.cfg.trainer.envs_per_update)
+        gain = LEARNING_RATE * sum(skill_gradient(g) for g in solver) / max(1, self.cfg.trainer.envs_per_update)
+        self.chat.skill += gain
         self.proposer_trained += sum(g.role == PROPOSER for g in groups)
         rewards = [r for g in solver for r in g.rewards]
         return {"reward_mean": sum(rewards) / len(rewards) if rewards else None, "skill": self.chat.skill,
-                "groups_kept": len(groups), "groups_collected": collected}
+                "skill_gain": gain, "groups_kept": len(groups), "groups_collected": collected}
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)

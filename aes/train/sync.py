@@ -18,6 +18,7 @@ checkpoint load), five implementations:
 - :class:`VLLMServer` — a running ``vllm serve`` started with ``VLLM_SERVER_DEV_MODE=1`` and
   ``--weight-transfer-config '{"backend": "nccl"}'``: weights are broadcast over NCCL through
   vLLM's weight-transfer endpoints (TRL's ``VLLMClient``); the server is never restarted.
+  The chat client's calls are held while the weights change and the update is counted on it.
 - :class:`VLLMColocated` — an in-process ``vllm.LLM``: ``model.load_weights`` (TRL's colocate path);
   a building block for a future in-process vLLM solver backend (no config value reaches it yet).
 - :class:`VLLMServers` — several such servers (``solver.base_urls``): the same broadcast to each,
@@ -26,7 +27,13 @@ checkpoint load), five implementations:
   :class:`GGUFExport` whose reload restarts every server on its port with the new file
   (:meth:`aes.cluster.servers.ServerGroup.reload`); the client's gate holds calls meanwhile.
 
-vLLM is imported lazily and only by the last two. mu in the DPPO ratio is always the
+Every sync whose rollout engine is a chat client (gguf, llamacpp_server, vllm_server) changes
+the weights inside :func:`new_weights`: calls in flight finish first, new ones wait, and the chat
+client counts the update (``weights_updated``), so every model call records the policy version
+that served it (``ChatResult.policy_version``; carried rollouts end at ``flywheel.carry_max_updates``
+by it).
+
+vLLM is imported lazily and only by the vLLM syncs. mu in the DPPO ratio is always the
 log-prob the rollout engine reported; start vLLM with ``--logprobs-mode processed_logprobs``
 so it reports the temperature-scaled distribution the trainer compares against, and sample
 with top_p=1, top_k=-1 (truncated sampling makes mu differ from any pi the trainer computes).
@@ -116,20 +123,34 @@ class CopyWeights:
         pass
 
 
-def swap_local_engine(chat: Any, path: Path) -> None:
-    """Point a :class:`aes.models.local.LocalChat` at another GGUF: calls in flight finish first, new ones
-    wait (episodes in flight go on with the new weights: carried rollouts)."""
-    from aes.models.local import acquire_engine, release_engine
+def _is_main() -> bool:
+    """Rank 0 (or no process group): the rank that talks to the rollout engine."""
+    return not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
 
+
+@contextlib.contextmanager
+def new_weights(chat: Any) -> Iterator[None]:
+    """The weights behind ``chat`` change inside this block: its calls in flight finish first, new
+    ones wait (``chat.gate``), and once the block is done the chat client counts the update
+    (``chat.weights_updated``), so the calls after it record the new policy version. Episodes in
+    flight go on with the new weights (carried rollouts). A block that raises counts no update."""
     gate = getattr(chat, "gate", None)
     with gate.swap() if gate is not None else contextlib.nullcontext():
+        yield
+        if hasattr(chat, "weights_updated"):
+            chat.weights_updated()
+
+
+def swap_local_engine(chat: Any, path: Path) -> None:
+    """Point a :class:`aes.models.local.LocalChat` at another GGUF (inside :func:`new_weights`)."""
+    from aes.models.local import acquire_engine, release_engine
+
+    with new_weights(chat):
         old = chat.engine
         chat.engine = acquire_engine(path, slot_ctx=chat.config.context_length, parallel=chat.config.parallel,
                                      threads=chat.config.threads)
         chat.model_path = path
         release_engine(old)
-        if hasattr(chat, "weights_updated"):
-            chat.weights_updated()
 
 
 class GGUFExport:
@@ -151,9 +172,8 @@ class GGUFExport:
     def push(self, engine: Any) -> None:
         from aes.train.gguf_export import export_gguf
 
-        is_main = not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
         params = full_parameters(engine)
-        if not is_main:
+        if not _is_main():
             for _ in params:
                 pass
             return
@@ -176,13 +196,23 @@ def _vllm_name(name: str) -> str:
 
 
 class VLLMServer:
-    """Broadcasts the weights to a running vLLM server over NCCL (no restart)."""
+    """Broadcasts the weights to a running vLLM server over NCCL (no restart).
 
-    def __init__(self, base_url: str, group_port: int = 51216):
+    ``chat`` is the client the rollouts go through (:class:`aes.models.openai_client.OpenAIChat`):
+    its calls are held during the broadcast and it counts the update (:func:`new_weights`).
+    ``client`` is TRL's ``VLLMClient``, connected on the first push."""
+
+    def __init__(self, base_url: str, group_port: int = 51216, chat: Any = None):
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self.group_port = group_port
+        self.chat = chat
         self.client: Any = None
         self.version = 0
+
+    def connect(self) -> None:
+        """Join the server's NCCL group (once; before any gate is held: it may take a minute)."""
+        if self.client is None:
+            self.client = self._connect()
 
     def _connect(self) -> Any:
         try:
@@ -195,13 +225,18 @@ class VLLMServer:
 
     @torch.no_grad()
     def push(self, engine: Any) -> None:
-        is_main = not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
-        if not is_main:  # other ranks only take part in the ZeRO-3 gathers
+        if not _is_main():  # other ranks only take part in the ZeRO-3 gathers
             for _ in full_parameters(engine):
                 pass
             return
-        if self.client is None:
-            self.client = self._connect()
+        self.connect()
+        with new_weights(self.chat):
+            self.send(engine)
+
+    @torch.no_grad()
+    def send(self, engine: Any) -> None:
+        """The broadcast itself (rank 0, connected), with no gate: :class:`VLLMServers` holds one around
+        all servers."""
         meta = [(_vllm_name(n), str(p.dtype).removeprefix("torch."), list(getattr(p, "ds_shape", p.shape)))
                 for n, p in engine.module.named_parameters()]
         named = ((_vllm_name(n), t) for n, t in full_parameters(engine))
@@ -216,15 +251,24 @@ class VLLMServer:
 
 
 class VLLMServers:
-    """:class:`VLLMServer` for each of several servers (each on its own rendezvous port)."""
+    """:class:`VLLMServer` for each of several servers (each on its own rendezvous port); the chat
+    client's calls are held until every server has the new weights, and the update counts once."""
 
-    def __init__(self, base_urls: list[str], group_port: int = 51216):
+    def __init__(self, base_urls: list[str], group_port: int = 51216, chat: Any = None):
         self.servers = [VLLMServer(url, group_port + i) for i, url in enumerate(base_urls)]
+        self.chat = chat
         self.version = 0
 
     def push(self, engine: Any) -> None:
+        if not _is_main():
+            for server in self.servers:
+                server.push(engine)
+            return
         for server in self.servers:
-            server.push(engine)
+            server.connect()
+        with new_weights(self.chat):
+            for server in self.servers:
+                server.send(engine)
         self.version += 1
 
     def close(self) -> None:
@@ -235,8 +279,6 @@ class VLLMServers:
 def restart_llamacpp_servers(chat: Any) -> Callable[[Path], None]:
     """The reload of ``llamacpp_server``: restart the servers this process started with a new GGUF,
     no call in flight (``chat.gate``), and count the update on the chat model."""
-    from contextlib import nullcontext
-
     from aes.cluster.servers import active_group
 
     def reload(path: Path) -> None:
@@ -244,11 +286,8 @@ def restart_llamacpp_servers(chat: Any) -> Callable[[Path], None]:
         if group is None:
             raise ConfigError("trainer.weight_sync=llamacpp_server restarts the llama.cpp servers this job started "
                               "(cluster.servers > 0, cluster.backend=llamacpp); none run in this process")
-        gate = getattr(chat, "gate", None)
-        with gate.swap() if gate is not None else nullcontext():
+        with new_weights(chat):
             group.reload(path)
-            if hasattr(chat, "weights_updated"):
-                chat.weights_updated()
 
     return reload
 
@@ -278,7 +317,8 @@ def build_weight_sync(cfg: TrainerConfig, solver: ModelConfig, rollout: Any = No
     do, and what ``auto`` means for it, is :mod:`aes.train.backends`' business).
 
     ``rollout`` is what the rollout engine generates with: the policy (whose ``version`` is
-    bumped) for ``shared``, the module for ``copy``, the ``LocalChat`` for ``gguf``.
+    bumped) for ``shared``, the module for ``copy``, the chat client (whose calls are held and
+    which counts the update) for ``gguf``, ``llamacpp_server`` and ``vllm_server``.
     ``out_dir`` holds the GGUF exports (default: a temp dir).
     """
     mode = mode or cfg.weight_sync
@@ -310,8 +350,9 @@ def build_weight_sync(cfg: TrainerConfig, solver: ModelConfig, rollout: Any = No
         if not (solver.base_url or solver.base_urls):
             raise ConfigError("trainer.weight_sync=vllm_server needs solver.base_url (the vLLM server)")
         if len(solver.base_urls) > 1:
-            return VLLMServers(list(solver.base_urls), cfg.vllm_group_port)
-        return VLLMServer(solver.base_urls[0] if solver.base_urls else solver.base_url, cfg.vllm_group_port)
+            return VLLMServers(list(solver.base_urls), cfg.vllm_group_port, chat=rollout)
+        return VLLMServer(solver.base_urls[0] if solver.base_urls else solver.base_url, cfg.vllm_group_port,
+                          chat=rollout)
     if mode == "llamacpp_server":
         from aes.cluster.servers import active_group
         from aes.models.local import resolve_gguf
