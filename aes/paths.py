@@ -5,15 +5,14 @@
     RUN_DIR/
       config.yaml  metrics.jsonl  report.html
       pool/                          the pool database and content-addressed task files
-      trajectories/                  every solver attempt (one record: index.jsonl)
-        <env_id>/<solver>/[<batch>/]<attempt>.json
+      trajectories/                  every solver attempt (one record: index.jsonl), the
+        <env_id>/<solver>/[<batch>/]<attempt>.json    proposer's solver_model probes included
       proposer/
         workspaces/<assignment>/     one per proposer episode
         memory/ tools/ skills/       what the proposer keeps and edits across rounds
         proposer_trajectories/       one per finished episode (r_P is read from these)
         infrastructure_failures/     episodes the infrastructure cut short (never scored)
         reflection/                  the diff each reflection made to memory/tools/skills
-      probes/                        the proposer's ``solver_model`` runs on its drafts
       checkpoints/                   trainer state (resumable) and exported weights
 """
 
@@ -25,6 +24,9 @@ from pathlib import Path
 
 PROPOSER_TRAJECTORIES = "proposer_trajectories"
 INFRASTRUCTURE_FAILURES = "infrastructure_failures"
+PROBE = "probe"
+"""``trajectories/probe-<hash>/`` (batch ``...-probe``): the proposer's ``solver_model`` runs on its
+drafts (aes/proposer/tools.py), in the one index like every attempt; no pool env, never trained on."""
 
 
 @dataclass(frozen=True)
@@ -76,10 +78,6 @@ class RunPaths:
     @property
     def reflection(self) -> Path:
         return self.proposer / "reflection"
-
-    @property
-    def probes(self) -> Path:
-        return self.root / "probes"
 
     @property
     def checkpoints(self) -> Path:

@@ -231,3 +231,36 @@ def test_terminal_episode_goes_on_after_a_restart_of_the_docker_engine(stack_fac
     assert "kept" in after[0]  # the next command ran in the new container on the same workspace
     assert result.failed_stages == ["no_draft"]
     assert stack.rollouts.trials.sandbox.client.containers.list(all=True, filters={"label": "aes.role=proposer"}) == []
+
+
+def test_solver_probes_land_in_the_one_index_and_never_answer_for_an_older_policy(tmp_path):
+    """``solver_model`` on a draft runs the run's solver as a batch of the one trajectory index
+    (env ``probe-<hash>``, batch ``<current batch>-probe``, the policy version that ran it): the
+    same draft probed after an update is attempted again by the new policy, not answered from the
+    older policy's attempts. Simulated sandbox: the solver's skill decides its rewards."""
+    from aes.config import compose_config
+    from aes.models.scripted import ScriptedModel
+    from aes.paths import RunPaths
+    from aes.proposer.tools import ProposerTools
+    from aes.rollout.index import read_index
+    from aes.sandbox.simulated import SimulatedTrials
+    from tests.conftest import make_task
+
+    cfg = compose_config(["experiment=simulated"])
+    solver = ScriptedModel(cfg.solver)
+    paths = RunPaths(tmp_path / "run")
+    rollouts = RolloutRunner(solver, cfg.agent, SimulatedTrials(cfg.sandbox), paths.root, 2, solver_name="scripted",
+                             batch="u0000-g0", policy_version=0)
+    tools = ProposerTools(None, rollouts, probe_attempts=4)
+    draft = make_task(tmp_path, "draft", toml='[task]\nname = "sim/draft"\n\n[metadata]\nsim_difficulty = 2.0\n')
+
+    first = tools.solver_probe(draft)
+    solver.skill, rollouts.batch, rollouts.policy_version = 8.0, "u0003-g1", 3  # an update later (Flywheel._version)
+    second = tools.solver_probe(draft)
+    assert "[1.0, 1.0, 1.0, 1.0]" in second and first != second  # the new policy's own attempts
+    assert tools.solver_probe(draft) == second  # the same policy again: its attempts are reused
+    rows = [r for r in read_index(paths.index) if r["env_id"].startswith("probe-")]
+    assert [(r["batch"], r["policy_version"], r["attempts"]) for r in rows] == [("u0000-g0-probe", 0, 4),
+                                                                                ("u0003-g1-probe", 3, 4)]
+    assert all(p.startswith(f"{rows[0]['env_id']}/scripted/{r['batch']}/") for r in rows for p in r["paths"])
+    assert not (paths.root / "probes").exists()
