@@ -12,6 +12,7 @@
         memory/ tools/ skills/       what the proposer keeps and edits across rounds
         proposer_trajectories/       one per finished episode (r_P is read from these)
         infrastructure_failures/     episodes the infrastructure cut short (never scored)
+        history/                     what each reflection reads: round_NNN.md and the episodes' logs
         reflection/                  the diff each reflection made to memory/tools/skills
       checkpoints/                   trainer state (resumable) and exported weights
 """
@@ -74,6 +75,10 @@ class RunPaths:
     @property
     def infrastructure_failures(self) -> Path:
         return self.proposer / INFRASTRUCTURE_FAILURES
+
+    @property
+    def history(self) -> Path:
+        return self.proposer / "history"
 
     @property
     def reflection(self) -> Path:
