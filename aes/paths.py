@@ -24,6 +24,8 @@ from pathlib import Path
 
 
 PROPOSER_TRAJECTORIES = "proposer_trajectories"
+INDEX = "index.jsonl"
+"""The one record of rollouts, in ``trajectories/`` (and in a proposer workspace's ``past_trajectories/``)."""
 INFRASTRUCTURE_FAILURES = "infrastructure_failures"
 PROBE = "probe"
 """``trajectories/probe-<hash>/`` (batch ``...-probe``): the proposer's ``solver_model`` runs on its
@@ -58,7 +60,7 @@ class RunPaths:
 
     @property
     def index(self) -> Path:
-        return self.trajectories / "index.jsonl"
+        return self.trajectories / INDEX
 
     @property
     def proposer(self) -> Path:
