@@ -106,7 +106,7 @@ def build_proposer_stack(cfg: AesConfig, paths: RunPaths, proposer: ChatModel, r
     from aes.proposer.generate import ProposerStack
     from aes.proposer.tools import ProposerTools
 
-    tools = ProposerTools(validator, rollouts, cfg.harness.solver_probe_attempts, paths.probes)
+    tools = ProposerTools(validator, rollouts, cfg.harness.solver_probe_attempts)
     return ProposerStack(cfg, paths, pool, proposer, rollouts, pipeline, tools)
 
 

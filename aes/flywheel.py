@@ -208,7 +208,7 @@ class Flywheel:
         """Admitted envs in the order to draw them, by the solver's newest rollouts: those where
         its rewards varied first, then those it partly solved, then unseen ones (easiest declared
         difficulty first: a curriculum for a weak solver on a fresh pool), then flat ones."""
-        rows = latest_rows(read_index(self.rollouts.root / "index.jsonl"), self.rollouts.solver_name)
+        rows = latest_rows(read_index(self.rollouts.index), self.rollouts.solver_name)
 
         def tier(env) -> tuple[int, int]:
             row = rows.get(env.env_id)
@@ -252,7 +252,7 @@ class Flywheel:
         prefix = f"u{self.updates:04d}-"
         found: dict[str, EnvRollouts] = {}
         keys: dict[str, list[str]] = {}
-        for row in read_index(self.rollouts.root / "index.jsonl"):
+        for row in read_index(self.rollouts.index):
             batch = row.get("batch", "")
             key = f"{row['env_id']}@{batch}"
             if (row["solver"] != self.rollouts.solver_name or int(row.get("policy_version", 0)) != self.updates

@@ -5,15 +5,15 @@
     RUN_DIR/
       config.yaml  metrics.jsonl  report.html
       pool/                          the pool database and content-addressed task files
-      trajectories/                  every solver attempt (one record: index.jsonl)
-        <env_id>/<solver>/[<batch>/]<attempt>.json
+      trajectories/                  every solver attempt (one record: index.jsonl), the
+        <env_id>/<solver>/[<batch>/]<attempt>.json    proposer's solver_model probes included
       proposer/
         workspaces/<assignment>/     one per proposer episode
         memory/ tools/ skills/       what the proposer keeps and edits across rounds
         proposer_trajectories/       one per finished episode (r_P is read from these)
         infrastructure_failures/     episodes the infrastructure cut short (never scored)
+        history/                     what each reflection reads: round_NNN.md and the episodes' logs
         reflection/                  the diff each reflection made to memory/tools/skills
-      probes/                        the proposer's ``solver_model`` runs on its drafts
       checkpoints/                   trainer state (resumable) and exported weights
 """
 
@@ -24,7 +24,12 @@ from pathlib import Path
 
 
 PROPOSER_TRAJECTORIES = "proposer_trajectories"
+INDEX = "index.jsonl"
+"""The one record of rollouts, in ``trajectories/`` (and in a proposer workspace's ``past_trajectories/``)."""
 INFRASTRUCTURE_FAILURES = "infrastructure_failures"
+PROBE = "probe"
+"""``trajectories/probe-<hash>/`` (batch ``...-probe``): the proposer's ``solver_model`` runs on its
+drafts (aes/proposer/tools.py), in the one index like every attempt; no pool env, never trained on."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,7 @@ class RunPaths:
 
     @property
     def index(self) -> Path:
-        return self.trajectories / "index.jsonl"
+        return self.trajectories / INDEX
 
     @property
     def proposer(self) -> Path:
@@ -74,12 +79,12 @@ class RunPaths:
         return self.proposer / INFRASTRUCTURE_FAILURES
 
     @property
-    def reflection(self) -> Path:
-        return self.proposer / "reflection"
+    def history(self) -> Path:
+        return self.proposer / "history"
 
     @property
-    def probes(self) -> Path:
-        return self.root / "probes"
+    def reflection(self) -> Path:
+        return self.proposer / "reflection"
 
     @property
     def checkpoints(self) -> Path:

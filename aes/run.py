@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from aes.config import AesConfig, ConfigError, load_config, register_schema
 from aes.errors import InfrastructureError
+from aes.paths import RunPaths
 from aes.report.sizes import describe_sizes
 from aes.sandbox.docker_backend import SandboxError
 from aes.sandbox.docker_client import SandboxUnavailable
@@ -95,7 +96,7 @@ def main(raw: DictConfig) -> None:
         log.info("%s", describe_sizes(cfg))
         run_dir = Path(cfg.run_dir or HydraConfig.get().runtime.output_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))  # the typed, effective values
+        RunPaths(run_dir).config.write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))  # the typed, effective values
         from aes.cluster import cluster_session
 
         with cluster_session(cfg, run_dir) as job:  # servers and trainer ranks the `cluster` section asks for

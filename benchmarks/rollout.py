@@ -2,7 +2,10 @@
 per-turn overhead outside the model (command round trip, parsing, recording).
 
     python benchmarks/rollout.py [--solver local] [--tasks DIR] [--attempts 4] [--turns 6]
-    python benchmarks/rollout.py --executors 24   # trials/min: local executor vs a two-node Ray cluster
+    python benchmarks/rollout.py --executors 24   # also trials/min: local executor vs a two-node Ray cluster
+    python benchmarks/rollout.py --executors 24 --carried 2 --skip-rollouts
+        # both comparisons in one invocation, side by side at the end: trials/min of the two
+        # executors and the wall time of N updates with and without carried rollouts
 
 Target: median overhead < 50 ms per turn. The overhead is each turn's wall time minus the
 model call; it includes the command's own run time, so the floor is also reported: the
@@ -24,6 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from aes.config import compose_config  # noqa: E402
 from aes.models import build_model  # noqa: E402
+from aes.paths import RunPaths  # noqa: E402
 from aes.rollout import RolloutRunner  # noqa: E402
 from aes.sandbox import TrialRunner  # noqa: E402
 from aes.tasks import find_tasks, load_task  # noqa: E402
@@ -120,27 +124,8 @@ def executor_comparison(n: int, concurrency: int, tasks) -> dict[str, float]:
     return rates
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--solver", default="local")
-    parser.add_argument("--tasks", default=str(REPO / "aes/domains/terminal/seeds"))
-    parser.add_argument("--pattern", default="starter-*", help="glob of task dirs under --tasks")
-    parser.add_argument("--attempts", type=int, default=4)
-    parser.add_argument("--turns", type=int, default=6)
-    parser.add_argument("--carried", type=int, default=0, metavar="N",
-                        help="also time N DPPO steps of the embedded run without and with carried rollouts")
-    parser.add_argument("--executors", type=int, default=0, metavar="N",
-                        help="only compare trials/min of N oracle trials: local executor vs a two-node Ray cluster "
-                             "on this machine (needs the ray extra, root and dockerd)")
-    parser.add_argument("--executor-concurrency", type=int, default=3, metavar="C",
-                        help="trials in flight for --executors (default 3: the cluster's CPUs)")
-    args = parser.parse_args()
-    if args.executors:
-        tasks = [load_task(p) for p in find_tasks([Path(args.tasks)]) if p.match(args.pattern)]
-        print(f"executors: {args.executors} oracle trials of {len(tasks)} task(s), {args.executor_concurrency} in flight")
-        executor_comparison(args.executors, args.executor_concurrency, tasks)
-        return
-
+def rollout_benchmark(args) -> None:
+    """Attempts/min, tokens/s and the per-turn overhead of ``--solver`` on the ``--pattern`` tasks."""
     cfg = compose_config([f"solver={args.solver}", f"agent.max_turns={args.turns}"])
     tasks = [load_task(p) for p in find_tasks([Path(args.tasks)]) if p.match(args.pattern)]
     trials = TrialRunner(cfg.sandbox)
@@ -153,7 +138,7 @@ def main() -> None:
     solver.close()
 
     steps, attempts = [], 0
-    for path in (out / "trajectories").rglob("[0-9]*.json"):
+    for path in RunPaths(out).trajectories.rglob("[0-9]*.json"):
         attempts += 1
         steps += [s for s in json.loads(path.read_text())["steps"] if s["source"] == "agent"]
     tokens = sum(s["metrics"]["completion_tokens"] for s in steps)
@@ -180,10 +165,58 @@ def main() -> None:
     if overheads:
         verdict = "met" if statistics.median(overheads) < 0.05 else "NOT met"
         print(f"target median overhead < 50 ms per turn: {verdict}")
+
+
+def side_by_side(rates: dict[str, float] | None, times: dict[bool, float] | None, carried: int) -> None:
+    """The two comparisons of one invocation in one table (trials/min local vs Ray, and N
+    updates with vs without carried rollouts), each with its ratio, whichever way it goes."""
+    rows = []
+    if rates:
+        rows += [("trials/min, local executor", f"{rates['local']:.1f}"),
+                 ("trials/min, Ray (two nodes here)", f"{rates['ray']:.1f}" if "ray" in rates else "-")]
+        if "ray" in rates:
+            rows.append(("  ratio ray / local", f"{rates['ray'] / rates['local']:.2f}"))
+    if times:
+        rows += [(f"{carried} update(s) without carried rollouts", f"{times[False]:.1f} s"),
+                 (f"{carried} update(s) with carried rollouts", f"{times[True]:.1f} s"),
+                 ("  ratio with / without", f"{times[True] / times[False]:.2f}")]
+    if not rows:
+        return
+    width = max(len(k) for k, _ in rows)
+    print("\nside by side")
+    for key, value in rows:
+        print(f"  {key:<{width}}  {value}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--solver", default="local")
+    parser.add_argument("--tasks", default=str(REPO / "aes/domains/terminal/seeds"))
+    parser.add_argument("--pattern", default="starter-*", help="glob of task dirs under --tasks")
+    parser.add_argument("--attempts", type=int, default=4)
+    parser.add_argument("--turns", type=int, default=6)
+    parser.add_argument("--carried", type=int, default=0, metavar="N",
+                        help="also time N DPPO steps of the embedded run without and with carried rollouts")
+    parser.add_argument("--executors", type=int, default=0, metavar="N",
+                        help="also compare trials/min of N oracle trials: local executor vs a two-node Ray cluster "
+                             "on this machine (needs the ray extra, root and dockerd)")
+    parser.add_argument("--executor-concurrency", type=int, default=3, metavar="C",
+                        help="trials in flight for --executors (default 3: the cluster's CPUs)")
+    parser.add_argument("--skip-rollouts", action="store_true",
+                        help="leave out the attempts/min and per-turn overhead benchmark (only the comparisons)")
+    args = parser.parse_args()
+    rates = times = None
+    if args.executors:
+        tasks = [load_task(p) for p in find_tasks([Path(args.tasks)]) if p.match(args.pattern)]
+        print(f"executors: {args.executors} oracle trials of {len(tasks)} task(s), {args.executor_concurrency} in flight")
+        rates = executor_comparison(args.executors, args.executor_concurrency, tasks)
+    if not args.skip_rollouts:
+        rollout_benchmark(args)
     if args.carried:
         print(f"\ncarried rollouts: {args.carried} DPPO step(s) of the embedded run, same seed")
         times = carried_updates(args.carried, [f"solver={args.solver}"])
         print(f"  ratio with / without carried rollouts: {times[True] / times[False]:.2f}")
+    side_by_side(rates, times, args.carried)
 
 
 if __name__ == "__main__":

@@ -111,7 +111,7 @@ def run_aes(model, tok, batch: dict, shape: dict, steps: int, checkpointing: boo
                                             [0.0] * p + batch["logp"][i].tolist())], float(batch["rewards"][i])))
         groups.append(Group(f"g{k}", episodes))
     cfg = TrainerConfig(lr=1e-6, envs_per_update=b // gsize, attempts_per_env=gsize, max_seq_len=p + c,
-                        micro_batch_tokens=b * (p + c), gradient_checkpointing=checkpointing,
+                        temperature=1.0, micro_batch_tokens=b * (p + c), gradient_checkpointing=checkpointing,
                         deepspeed=DeepSpeedConfig(zero_stage=ZERO_STAGE))
     trainer = DPPOTrainer(cfg, model)
     times = []

@@ -278,3 +278,58 @@ def test_every_schema_field_is_read_somewhere():
               if isinstance(cls, type) and dataclasses.is_dataclass(cls) for f in dataclasses.fields(cls)
               if not re.search(rf"\.{f.name}\b|[\"']{f.name}[\"']", source)]
     assert unread == []
+
+
+def _schema_default(cls, name):
+    import dataclasses
+
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def test_each_value_has_one_home_no_schema_default_contradicts_its_group_file():
+    """A field the default group file sets has no contradicting default in the schema: the schema
+    leaves it unset (``???``) or agrees. A YAML interpolation (``${solver.context_length}``) is the
+    value's home too. Model files (proposer, solver) are exempt: each is a set of its own, and the
+    schema's model defaults only fill what a model file leaves out."""
+    import dataclasses
+
+    import yaml
+
+    defaults = {next(iter(d)): d[next(iter(d))] for d in yaml.safe_load((CONF_DIR / "config.yaml").read_text())["defaults"]
+                if isinstance(d, dict) and len(d) == 1 and next(iter(d)) in GROUPS}
+    contradictions = []
+
+    def walk(cls, data: dict, prefix: str) -> None:
+        for key, value in data.items():
+            if key == "defaults":
+                continue
+            default = _schema_default(cls, key)
+            if dataclasses.is_dataclass(default) and isinstance(value, dict):
+                walk(type(default), value, f"{prefix}{key}.")
+                continue
+            if default == "???" or default in (None, [], {}):  # unset: the YAML is the home
+                continue
+            if isinstance(value, str) and "${" in value or value != default:
+                contradictions.append(f"{prefix}{key}: schema {default!r}, {prefix.split('.')[0]} file {value!r}")
+
+    for group, option in defaults.items():
+        if group in ("proposer", "solver"):
+            continue
+        cls = type(_schema_default(schema.AesConfig, group))
+        walk(cls, yaml.safe_load((CONF_DIR / group / f"{option}.yaml").read_text()) or {}, f"{group}.")
+    assert contradictions == []
+
+
+def test_paper_self_play_documents_a_cold_start_that_composes():
+    """experiment=paper_self_play's comment gives the cold start (App. H: mode=sft on proposer
+    trajectories, then self-play from its weights); every command it shows composes."""
+    text = (CONF_DIR / "experiment" / "paper_self_play.yaml").read_text()
+    commands = re.findall(r"#\s+python -m aes\.run ((?:[^\n]*\\\n#)*[^\n]*)", text)
+    commands = [" ".join(c.replace("\\\n#", " ").split()) for c in commands]
+    assert len(commands) == 2 and commands[0].startswith("mode=sft") and "experiment=paper_self_play" in commands[1]
+    sft = compose_config(commands[0].replace("RUN_DIR", "/tmp/run").split())
+    assert sft.mode == "sft" and sft.sft.role == "proposer" and sft.sft.max_trajectories == 600
+    out = sft.run_dir or re.search(r"hydra\.run\.dir=(\S+)", commands[0]).group(1)
+    play = compose_config(commands[1].split())
+    assert play.flywheel.shared_policy and play.solver.model == play.proposer.model == f"{out}/sft_model"

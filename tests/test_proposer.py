@@ -233,3 +233,103 @@ def test_terminal_episode_goes_on_after_a_restart_of_the_docker_engine(stack_fac
     assert "kept" in after[0]  # the next command ran in the new container on the same workspace
     assert result.failed_stages == ["no_draft"]
     assert stack.rollouts.trials.sandbox.client.containers.list(all=True, filters={"label": "aes.role=proposer"}) == []
+
+
+def test_solver_probes_land_in_the_one_index_and_never_answer_for_an_older_policy(tmp_path):
+    """``solver_model`` on a draft runs the run's solver as a batch of the one trajectory index
+    (env ``probe-<hash>``, batch ``<current batch>-probe``, the policy version that ran it): the
+    same draft probed after an update is attempted again by the new policy, not answered from the
+    older policy's attempts. Simulated sandbox: the solver's skill decides its rewards."""
+    from aes.config import compose_config
+    from aes.models.scripted import ScriptedModel
+    from aes.paths import RunPaths
+    from aes.proposer.tools import ProposerTools
+    from aes.rollout.index import read_index
+    from aes.sandbox.simulated import SimulatedTrials
+    from tests.conftest import make_task
+
+    cfg = compose_config(["experiment=simulated"])
+    solver = ScriptedModel(cfg.solver)
+    paths = RunPaths(tmp_path / "run")
+    rollouts = RolloutRunner(solver, cfg.agent, SimulatedTrials(cfg.sandbox), paths.root, 2, solver_name="scripted",
+                             batch="u0000-g0", policy_version=0)
+    tools = ProposerTools(None, rollouts, probe_attempts=4)
+    draft = make_task(tmp_path, "draft", toml='[task]\nname = "sim/draft"\n\n[metadata]\nsim_difficulty = 2.0\n')
+
+    first = tools.solver_probe(draft)
+    solver.skill, rollouts.batch, rollouts.policy_version = 8.0, "u0003-g1", 3  # an update later (Flywheel._version)
+    second = tools.solver_probe(draft)
+    assert "[1.0, 1.0, 1.0, 1.0]" in second and first != second  # the new policy's own attempts
+    assert tools.solver_probe(draft) == second  # the same policy again: its attempts are reused
+    rows = [r for r in read_index(paths.index) if r["env_id"].startswith("probe-")]
+    assert [(r["batch"], r["policy_version"], r["attempts"]) for r in rows] == [("u0000-g0-probe", 0, 4),
+                                                                                ("u0003-g1-probe", 3, 4)]
+    assert all(p.startswith(f"{rows[0]['env_id']}/scripted/{r['batch']}/") for r in rows for p in r["paths"])
+    assert not (paths.root / "probes").exists()
+
+
+def _rejected_episode(stack_factory, cfg, tmp_path, harness: str):
+    """One real prompt-harness episode whose draft fails the oracle (Docker): its result carries the
+    verdict reasons and the feedback admission sent. The reflection then runs as ``harness``."""
+    from aes.proposer.assignments import Assignment
+    from aes.proposer.generate import run_assignments, seed_pool
+
+    broken = good_task_reply(tmp_path, "v1").replace("echo 42", "echo 41")  # the oracle now fails
+    stack = stack_factory([reply(broken)], [])
+    stack.cfg.harness.max_revisions = 0
+    seed_pool(stack)
+    parent = stack.pool.envs("admitted")[0]
+    [result] = run_assignments(stack, [Assignment(parent.env_id, parent.name, "scripted", 0.0, None, SIMPLER)])
+    assert result.outcome == "broken" and result.failed_stages == ["oracle"]
+    assert any(r.startswith("oracle.reward_below_one") for r in result.reasons)
+    assert result.feedback and "rejected at the oracle stage" in result.feedback[0]
+    stack.cfg.harness.name = harness  # the same run's proposer reflects (the harness decides how)
+    return stack, result
+
+
+@pytest.mark.docker
+def test_prompt_reflection_is_shown_the_verdict_reasons_feedback_and_log(stack_factory, cfg, tmp_path):
+    from aes.proposer.reflection import reflect
+
+    stack, result = _rejected_episode(stack_factory, cfg, tmp_path, "prompt")
+    stack.proposer.replies = [reply("- the oracle failed: run solve.sh against the tests before submitting")]
+    metrics = reflect(stack, 0, [result])
+    prompt = stack.proposer.seen[-1][-1]["content"]
+    aid = result.assignment.assignment_id
+    assert "outcome: broken (r_P = 0.0)" in prompt and "failed stages: oracle" in prompt
+    assert "oracle.reward_below_one" in prompt and "rejected at the oracle stage" in prompt
+    log = stack.paths.history / "round_001" / f"{aid}.json"
+    assert f"episode log: {log}" in prompt and json.loads(log.read_text())["extra"]["outcome"] == "broken"
+    notes = (stack.paths.proposer / "memory" / "notes.md").read_text()
+    assert "run solve.sh against the tests" in notes and metrics["reflection/files_changed"] == 1
+    assert "memory/notes.md" in (stack.paths.reflection / "round_000.diff").read_text()
+
+
+@pytest.mark.docker
+def test_terminal_reflection_reads_its_history_and_logs_and_edits_memory_skills_and_tools(stack_factory, cfg,
+                                                                                          tmp_path):
+    from aes.proposer.reflection import reflect
+
+    stack, result = _rejected_episode(stack_factory, cfg, tmp_path, "terminal")
+    aid = result.assignment.assignment_id
+    fence = "```bash\n{}\n```".format
+    stack.proposer.replies = [
+        reply(fence("cat /workspace/history/round_001.md")),
+        reply(fence(f"grep -o '\"outcome\": \"[a-z]*\"' /workspace/history/round_001/{aid}.json")),
+        reply(fence("echo '- oracle failed: test solve.sh first' >> /workspace/memory/notes.md && "
+                    "printf '# check\\nRun validate before submit.\\n' > /workspace/skills/check.md && "
+                    "printf '#!/bin/sh\\nbash solution/solve.sh\\n' > /workspace/tools/try.sh")),
+        reply(fence("echo forged > /workspace/history/round_001.md")),
+        reply("DONE"),
+    ]
+    reflect(stack, 0, [result])
+    steps = json.loads((stack.paths.reflection / "round_000.json").read_text())["steps"]
+    seen = [s["observation"]["results"][0]["content"] for s in steps if s.get("observation")]
+    assert "oracle.reward_below_one" in seen[0] and "rejected at the oracle stage" in seen[0]
+    assert f"episode log: /workspace/history/round_001/{aid}.json" in seen[0]
+    assert '"outcome": "broken"' in seen[1]  # the log it was pointed to is readable in its sandbox
+    assert "Read-only file system" in seen[3]  # its history is not its to rewrite
+    assert "oracle failed" in (stack.paths.proposer / "memory" / "notes.md").read_text()
+    diff = (stack.paths.reflection / "round_000.diff").read_text()
+    assert all(f"b/{f}" in diff for f in ("memory/notes.md", "skills/check.md", "tools/try.sh"))
+    assert stack.rollouts.trials.sandbox.client.containers.list(filters={"label": "aes.role=proposer"}) == []

@@ -62,7 +62,8 @@ def fresh_policy(seed: int = 0) -> Policy:
 
 def config(**overrides) -> TrainerConfig:
     ds = overrides.pop("deepspeed", {})
-    base = {"lr": 1e-2, "envs_per_update": 4, "attempts_per_env": 8, "max_seq_len": 512, "micro_batch_tokens": 1024}
+    base = {"lr": 1e-2, "envs_per_update": 4, "attempts_per_env": 8, "max_seq_len": 512, "micro_batch_tokens": 1024,
+            "temperature": 1.0}
     return TrainerConfig(**(base | overrides), deepspeed=DeepSpeedConfig(**({"zero_stage": 0} | ds)))
 
 

@@ -48,7 +48,8 @@ def fresh_policy(seed: int = 0) -> Policy:
 
 def config(**overrides) -> TrainerConfig:
     ds = overrides.pop("deepspeed", {})
-    base = {"lr": 1e-3, "envs_per_update": 4, "attempts_per_env": 8, "max_seq_len": 64, "micro_batch_tokens": 256}
+    base = {"lr": 1e-3, "envs_per_update": 4, "attempts_per_env": 8, "max_seq_len": 64, "micro_batch_tokens": 256,
+            "temperature": 1.0}
     return TrainerConfig(**(base | overrides), deepspeed=DeepSpeedConfig(**({"zero_stage": 0} | ds)))
 
 
@@ -256,7 +257,7 @@ def test_smollm2_one_dppo_update_from_real_generations_then_generation_with_new_
                 for r, reward in zip(results, rewards)]
     probe = results[0]
     before = policy.sequence_logprobs(probe.prompt_token_ids, probe.completion_token_ids)
-    cfg = TrainerConfig(lr=1e-5, envs_per_update=1, attempts_per_env=4, max_seq_len=512,
+    cfg = TrainerConfig(lr=1e-5, envs_per_update=1, attempts_per_env=4, max_seq_len=512, temperature=1.0,
                         micro_batch_tokens=2048, deepspeed=DeepSpeedConfig(zero_stage=1))
     stats = DPPOTrainer(cfg, policy).update([Group("two-plus-two", episodes)])
     assert stats["ratio_mean"] == pytest.approx(1.0, abs=1e-3) and stats["masked_fraction"] == 0.0
@@ -446,7 +447,8 @@ def test_llama_cpp_serves_the_trained_weights_after_a_gguf_export(tmp_path):
                          parallel=1)
     policy = load_gguf_policy(solver.model)
     chat = LocalChat(solver)
-    cfg = TrainerConfig(lr=1e-4, envs_per_update=1, attempts_per_env=4, max_seq_len=512, micro_batch_tokens=2048)
+    cfg = TrainerConfig(lr=1e-4, envs_per_update=1, attempts_per_env=4, max_seq_len=512, micro_batch_tokens=2048,
+                        temperature=1.0)
     trainer = DPPOTrainer(cfg, policy, build_weight_sync(cfg, solver, rollout=chat, out_dir=tmp_path))
     trainer.push_weights()  # from now on the engine serves the F32 weights the trainer holds
     messages = [{"role": "user", "content": "Name a shell command that lists files."}]

@@ -84,9 +84,10 @@ class ModelConfig:
 class AgentConfig:
     """The terminal agent that attempts tasks (``conf/agent``); the proposer's terminal harness reuses it."""
 
-    max_turns: Optional[int] = 30
+    max_turns: Optional[int] = None
     """Most model turns (one shell command each) per episode; None: no turn limit (the task's
-    [agent] timeout_sec, the model's context length and max_episode_tokens still end it)."""
+    [agent] timeout_sec, the model's context length and max_episode_tokens still end it; paper
+    App. D.2). The laptop's limit lives in ``conf/scale/``."""
     command_timeout_sec: float = 120.0
     """Limit of one shell command; the episode's own limit is the task's [agent] timeout_sec."""
     observation_chars: int = 4000
@@ -290,16 +291,19 @@ class TrainerConfig:
     """Trust-region bound for positive advantages (pi - mu > delta_high is masked)."""
     aggregation: str = "token_mean"
     """Loss aggregation: token_mean (sum over all loss tokens of the update / their count; paper) or seq_mean."""
-    temperature: float = 1.0
-    """Sampling temperature of the rollout engine; logits are divided by it so pi matches mu's distribution."""
+    temperature: float = MISSING
+    """Sampling temperature of the rollout engine; logits are divided by it so pi matches mu's distribution.
+    No default here: ``conf/trainer/dppo.yaml`` takes the solver's (``${solver.temperature}``)."""
     kl_coef: float = 0.0
     """KL penalty coefficient (paper: 0; no reference model is kept, so only 0 is accepted)."""
     entropy_coef: float = 0.0
     """Entropy bonus coefficient (paper: 0)."""
-    max_seq_len: int = 8192
-    """Longest packed training sequence in tokens; longer model calls keep their first max_seq_len tokens."""
-    micro_batch_tokens: int = 16384
-    """Most padded tokens (rows x longest row) per forward/backward; gradients accumulate over one update."""
+    max_seq_len: int = MISSING
+    """Longest packed training sequence in tokens; longer model calls keep their first max_seq_len tokens.
+    No default here: ``conf/trainer/dppo.yaml`` sets it to the solver's context (paper: 128k)."""
+    micro_batch_tokens: int = MISSING
+    """Most padded tokens (rows x longest row) per forward/backward; gradients accumulate over one update.
+    No default here: ``conf/trainer/dppo.yaml`` sets it to ``max_seq_len``."""
     gradient_checkpointing: bool = True
     """Recompute activations in the backward pass (SmolLM2 on CPU: -33% step memory, +20% step time)."""
     proposer_partial_reward: float = 0.5
@@ -327,12 +331,13 @@ class TrainerConfig:
             raise ConfigError("trainer.delta_low and trainer.delta_high must be >= 0")
         if self.aggregation not in ("token_mean", "seq_mean"):
             raise ConfigError(f"trainer.aggregation must be token_mean or seq_mean, got {self.aggregation!r}")
-        if self.temperature <= 0:
+        if self.temperature != MISSING and self.temperature <= 0:
             raise ConfigError("trainer.temperature must be > 0 (greedy rollouts have no log-probs to train on)")
         if self.envs_per_update < 1 or self.attempts_per_env < 2:
             raise ConfigError("set trainer.envs_per_update >= 1 and trainer.attempts_per_env >= 2 "
                               "(a group of one attempt has no reward spread)")
-        if self.micro_batch_tokens < self.max_seq_len:
+        set_ = MISSING not in (self.micro_batch_tokens, self.max_seq_len)  # the schema itself is built unset
+        if set_ and self.micro_batch_tokens < self.max_seq_len:
             raise ConfigError(f"trainer.micro_batch_tokens ({self.micro_batch_tokens}) must be >= "
                               f"trainer.max_seq_len ({self.max_seq_len})")
         if not 0.0 <= self.proposer_partial_reward <= 1.0:
@@ -358,10 +363,12 @@ class SandboxConfig:
     """Try to pull a missing public base image before falling back to its alias."""
     pull_timeout_sec: float = 120.0
     """Give up pulling a base image after this long."""
-    default_cpus: float = 1.0
-    """CPUs of a trial container when task.toml gives none (clamped to the host)."""
-    default_memory_mb: int = 2048
-    """Memory of a trial container in MiB when task.toml gives none."""
+    default_cpus: float = MISSING
+    """CPUs of a trial container when task.toml gives none (clamped to the host). No default here:
+    ``conf/sandbox/docker.yaml`` holds the paper's 4 (App. G.3), ``conf/scale/`` the laptop's."""
+    default_memory_mb: int = MISSING
+    """Memory of a trial container in MiB when task.toml gives none. No default here:
+    ``conf/sandbox/docker.yaml`` holds the paper's 8 GiB, ``conf/scale/`` the laptop's."""
     pids_limit: int = 1024
     """Most processes in one trial container (stops fork bombs)."""
     default_build_timeout_sec: float = 600.0
@@ -552,10 +559,12 @@ class EvalConfig:
 class FlywheelConfig:
     """Sizes of the whole loop (``conf/flywheel``; paper App. G.1 in ``experiment=paper_*``)."""
 
-    rounds: int = 1
-    """Rounds (generations): each is a proposer generation and ``proposer_interval`` solver updates."""
-    assignments_per_round: int = 2
-    """Assignments per generation (each runs ``proposer_samples`` episodes)."""
+    rounds: int = MISSING
+    """Rounds (generations): each is a proposer generation and ``proposer_interval`` solver updates.
+    No default here: ``conf/flywheel/default.yaml`` holds the paper's 18 (x 16 = 288 updates)."""
+    assignments_per_round: int = MISSING
+    """Assignments per generation (each runs ``proposer_samples`` episodes). No default here:
+    ``conf/flywheel/default.yaml`` holds it."""
     proposer_samples: int = 1
     """Episodes per assignment; > 1 gives the shared-policy proposer a group to centre its rewards on."""
     proposer_interval: int = 16

@@ -69,6 +69,11 @@ class EpisodeResult:
     """It also landed in the calibration band (it joined the pool: outcome admitted)."""
     stats: dict = field(default_factory=dict)
     """Fig. 5 statistics of the submitted env: data files, solver turns and success in calibration."""
+    reasons: list[str] = field(default_factory=list)
+    """The machine-readable reasons of every rejected draft (``oracle.reward_below_one: ...``), in order."""
+    feedback: list[str] = field(default_factory=list)
+    """What admission told the proposer about each submission, in order (the last one too, though no
+    revision followed it); a reflection reads these."""
     trajectory_path: str | None = None
 
 
@@ -93,11 +98,13 @@ def run_episode(assignment: Assignment, workspace: Workspace, harness: Harness, 
             else:
                 if verdict.outcome != "admitted":
                     result.failed_stages.append(verdict.failed_stage or "static")
+                    result.reasons += [str(reason) for reason in verdict.reasons]
                 result.outcome, result.env_id = verdict.outcome, env_id
                 _table2(result, verdict, pool.get(env_id).path)
-                if verdict.admitted:
-                    break
-                feedback = verdict.feedback(_diagnostic_in(workspace, verdict))
+                feedback = verdict.feedback(None if verdict.admitted else _diagnostic_in(workspace, verdict))
+            result.feedback.append(feedback)
+            if verdict is not None and verdict.admitted:
+                break
             if revision == max_revisions:
                 break
             draft = harness.revise(feedback)
@@ -112,7 +119,7 @@ def run_episode(assignment: Assignment, workspace: Workspace, harness: Harness, 
         else:
             trajectory = harness.trajectory(assignment=assignment.to_dict(), outcome=result.outcome,
                                             env_id=result.env_id, revisions=result.revisions,
-                                            failed_stages=result.failed_stages)
+                                            failed_stages=result.failed_stages, feedback=result.feedback)
             path = out_dir / PROPOSER_TRAJECTORIES / f"{assignment.assignment_id}.json"
             write_json_atomic(path, trajectory)
             result.trajectory_path = str(path)

@@ -88,7 +88,7 @@ def fresh_rows(stack: ProposerStack, envs: list[EnvRecord], attempts: int) -> di
     """The solver's newest rollouts on ``envs`` (merged index rows by env id): envs whose newest
     rows come from an older policy than the current one are rolled out again first."""
     runner = stack.rollouts
-    rows = latest_rows(read_index(runner.root / "index.jsonl"), runner.solver_name)
+    rows = latest_rows(read_index(runner.index), runner.solver_name)
     stale = list({e.env_id: e for e in envs
                   if e.env_id not in rows or rows[e.env_id].get("policy_version", 0) < runner.policy_version}.values())
     if stale:
@@ -96,7 +96,7 @@ def fresh_rows(stack: ProposerStack, envs: list[EnvRecord], attempts: int) -> di
                  runner.policy_version, len(stale))
         runner.at(f"{runner.batch}-assign" if runner.batch else "assign").run(
             [e.load() for e in stale], attempts, show_progress=False, label="parent rollouts")
-        rows = latest_rows(read_index(runner.root / "index.jsonl"), runner.solver_name)
+        rows = latest_rows(read_index(runner.index), runner.solver_name)
     return {e.env_id: rows[e.env_id] for e in envs if e.env_id in rows}
 
 

@@ -6,9 +6,17 @@ while its instructions and the admission checks stay fixed and out of its reach 
 in the reflection workspace at all, or read-only). The diff each reflection made is kept per
 round in ``RUN_DIR/proposer/reflection/round_NNN.diff``.
 
-The terminal harness reflects as an agent in its sandbox (history read-only, memory/skills/
-tools writable); the prompt harnesses in one model call that rewrites ``memory/notes.md``; the
-scripted (simulated) proposer appends a line of statistics.
+What it gets, per round, in ``RUN_DIR/proposer/history/``: ``round_NNN.md`` with each episode's
+assignment, the reward r_P of the env it finally submitted, its revisions, the stages its drafts
+failed, the verdict reasons (``oracle.reward_below_one: ...``), the feedback admission sent after
+each submission and the path of the episode's log; the logs themselves beside it
+(``round_NNN/<assignment>.json``: the whole episode trajectory, and the diagnostic solver run a
+draft below the band got, ``round_NNN/<assignment>.diagnostics/``).
+
+The terminal harness reflects as an agent in its sandbox (history read-only at
+/workspace/history/, memory/skills/tools writable); the prompt harnesses in one model call that
+is shown the last rounds' history and rewrites ``memory/notes.md``; the scripted (simulated)
+proposer appends a line of statistics.
 """
 
 from __future__ import annotations
@@ -31,9 +39,11 @@ NOTES_CHARS = 8000
 REFLECT = """\
 # Reflection after round {round}
 
-Your past rounds are in /workspace/history/ (one file per round: each episode's assignment, the
-reward r_P of the task it finally submitted (0 broken, {partial} valid but not admitted, 1 admitted),
-the stages its drafts failed and the feedback it got). Your rewards so far: {rewards}.
+Your past rounds are in /workspace/history/: one file per round (round_NNN.md) with each episode's
+assignment, the reward r_P of the task it finally submitted (0 broken, {partial} valid but not
+admitted, 1 admitted), the stages its drafts failed, the verdict reasons and the feedback admission
+sent after each submission; each episode's whole log is the JSON file its entry names (under
+/workspace/history/round_NNN/). Your rewards so far: {rewards}.
 
 Improve what you keep for the next rounds: /workspace/memory/ (notes), /workspace/skills/ (how you
 build and check a task: write short markdown skills), /workspace/tools/ (helper scripts you can run
@@ -56,7 +66,8 @@ def reflect(stack, round_: int, results: list) -> dict:
     keep = {name: paths.proposer / name for name in PERSISTENT}
     for folder in keep.values():
         folder.mkdir(parents=True, exist_ok=True)
-    history = _write_history(paths.proposer / "history", round_, results, stack.cfg.trainer.proposer_partial_reward)
+    history = _write_history(paths, round_, results, stack.cfg.trainer.proposer_partial_reward,
+                             "/workspace/history" if stack.cfg.harness.name == "terminal" else None)
     before = _snapshot(keep)
     started = time.monotonic()
     try:
@@ -79,22 +90,53 @@ def reflect(stack, round_: int, results: list) -> dict:
     return {"reflection/files_changed": changed, "reflection/seconds": round(time.monotonic() - started, 2)}
 
 
-def _write_history(folder: Path, round_: int, results: list, partial: float) -> Path:
+def _write_history(paths, round_: int, results: list, partial: float, logs_at: str | None = None) -> Path:
+    """``round_NNN.md`` and the episodes' logs beside it in ``paths.history``; ``logs_at`` is where the
+    reflection sees that folder (``/workspace/history`` in the terminal harness's sandbox; default:
+    the folder itself)."""
+    folder = paths.history
     folder.mkdir(parents=True, exist_ok=True)
     rewards = {"broken": 0.0, "valid": partial, "admitted": 1.0}
+    name = f"round_{round_ + 1:03d}"
+    logs = folder / name
+    logs.mkdir(exist_ok=True)
+    shown = f"{logs_at or folder}/{name}"
     lines = [f"# Round {round_ + 1}\n"]
     for r in results:
         a = r.assignment
         lines.append(f"## {a.assignment_id}: parent {a.parent_name} ({a.direction}; solver mean "
                      f"{a.mean_reward if a.mean_reward is not None else 'unknown'})\n"
                      f"- outcome: {r.outcome} (r_P = {rewards.get(r.outcome, 0.0)}), revisions {r.revisions}\n"
-                     f"- failed stages: {', '.join(r.failed_stages) or 'none'}\n")
+                     f"- failed stages: {', '.join(r.failed_stages) or 'none'}\n"
+                     f"- verdict reasons: {'none' if not r.reasons else ''}")
+        lines += [f"  - {reason}" for reason in r.reasons]
+        diagnostics = _copy_diagnostics(paths.workspaces / a.assignment_id, a.assignment_id, logs)
+        for i, text in enumerate(getattr(r, "feedback", []) or []):
+            for old, new in diagnostics.items():
+                text = text.replace(old, f"{shown}/{new}")
+            lines.append(f"- feedback after submission {i + 1}:\n" + "\n".join(f"    {line}" for line in text.splitlines()))
+        extra = {}
         if r.trajectory_path and Path(r.trajectory_path).is_file():
+            shutil.copy2(r.trajectory_path, logs / f"{a.assignment_id}.json")
+            lines.append(f"- episode log: {shown}/{a.assignment_id}.json")
             extra = json.loads(Path(r.trajectory_path).read_text()).get("extra") or {}
-            if extra.get("note"):
-                lines.append(f"- note: {extra['note']}\n")
-    (folder / f"round_{round_ + 1:03d}.md").write_text("\n".join(lines))
+        if extra.get("note"):
+            lines.append(f"- note: {extra['note']}")
+        lines.append("")
+    (folder / f"{name}.md").write_text("\n".join(lines))
     return folder
+
+
+def _copy_diagnostics(workspace: Path, assignment_id: str, logs: Path) -> dict[str, str]:
+    """The diagnostic solver runs the episode's feedback points to (in its workspace), copied into
+    the history; their workspace path -> the path under ``logs``."""
+    found = {}
+    for file in sorted((workspace / "past_trajectories" / "diagnostics").glob("*.json")):
+        target = logs / f"{assignment_id}.diagnostics" / file.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(file, target)
+        found[f"/workspace/past_trajectories/diagnostics/{file.name}"] = f"{target.parent.name}/{file.name}"
+    return found
 
 
 def _rewards_so_far(history: Path) -> str:

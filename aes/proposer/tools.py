@@ -1,4 +1,11 @@
-"""Host-side tools of the proposer: ``validate`` (checks 1-4 on a draft) and ``solver_model``."""
+"""Host-side tools of the proposer: ``validate`` (checks 1-4 on a draft) and ``solver_model``.
+
+A ``solver_model`` probe is a batch of the run's solver rollouts like any other: its attempts
+land in the one trajectory index (``trajectories/index.jsonl``) under the env id
+``probe-<content hash of the draft>`` and the batch ``<current batch>-probe``, with the policy
+version of the solver that ran them. A draft probed again under the same policy reuses those
+attempts; under a newer policy it is attempted afresh (another batch), never answered with an
+older policy's rewards. Probe envs are not in the pool, so they never train the solver."""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ from pathlib import Path
 from aes.admission import Validator
 from aes.agents import HostTool
 from aes.models import ToolSpec
+from aes.paths import PROBE
 from aes.pool import content_hash
 from aes.proposer.workspace import Workspace
 from aes.rollout import RolloutRunner
@@ -36,12 +44,17 @@ def _tail(text: str) -> str:
     return text if len(text) <= _TAIL else "..." + text[-_TAIL:]
 
 
+def probe_batch(rollouts: RolloutRunner) -> str:
+    """The index batch of probes run now: the rollouts' current batch (which names the policy
+    version in the flywheel, ``u0012-g3``) or the policy version itself."""
+    return f"{rollouts.batch or f'u{rollouts.policy_version:04d}'}-{PROBE}"
+
+
 class ProposerTools:
-    def __init__(self, validator: Validator, rollouts: RolloutRunner | None, probe_attempts: int, scratch: Path):
+    def __init__(self, validator: Validator, rollouts: RolloutRunner | None, probe_attempts: int):
         self.validator = validator
         self.rollouts = rollouts
         self.probe_attempts = probe_attempts
-        self.scratch = scratch
 
     def validate(self, draft: Path) -> tuple[str, bool]:
         """A readable verdict of checks 1-4 on ``draft`` and whether it passed."""
@@ -61,11 +74,10 @@ class ProposerTools:
             task = load_task(draft)
         except TaskLoadError as exc:
             return f"the draft does not load: {exc.code}: {exc}"
-        task.env_id = f"probe-{content_hash(draft)[:10]}"
-        runner = RolloutRunner(self.rollouts.solver, self.rollouts.agent_cfg, self.rollouts.trials,
-                               self.scratch, self.rollouts.concurrency, self.rollouts.solver_name)
-        # a human-in-the-loop draft is probed as the solver will meet it: same setting, same judge
-        runner.hil = self.rollouts.hil
+        task.env_id = f"{PROBE}-{content_hash(draft)[:10]}"
+        # the one index, this policy's version; a human-in-the-loop draft is probed as the solver will
+        # meet it (the view keeps the runner's setting and judge)
+        runner = self.rollouts.at(probe_batch(self.rollouts), self.rollouts.policy_version)
         n = max(1, min(int(attempts or self.probe_attempts), 8))
         env = runner.run([task], n, show_progress=False, label="solver_model probe")[task.env_id]
         if env.build_error:

@@ -20,6 +20,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from aes.paths import INDEX
 from aes.pool import PoolStore
 from aes.proposer.assignments import Assignment
 from aes.rollout.index import latest_rows, read_index
@@ -97,8 +98,8 @@ def _copy_trajectories(dest: Path, source: Path, assignment: Assignment) -> None
     """The solver's newest rollouts: ``index.jsonl`` (one merged row per env, of the newest policy
     version) and the parent's trajectory files, numbered ``0.json`` ... in the workspace."""
     dest.mkdir(parents=True)
-    rows = latest_rows(read_index(source / "index.jsonl"), assignment.solver)
-    (dest / "index.jsonl").write_text("".join(json.dumps({k: v for k, v in row.items() if k != "paths"}) + "\n"
+    rows = latest_rows(read_index(source / INDEX), assignment.solver)
+    (dest / INDEX).write_text("".join(json.dumps({k: v for k, v in row.items() if k != "paths"}) + "\n"
                                               for row in rows.values()))
     row = rows.get(assignment.parent_env_id)
     if row is None:

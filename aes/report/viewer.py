@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aes.paths import RunPaths
+from aes.paths import PROBE, RunPaths
 from aes.report.page import (badge, document, esc, jsonish, kv, link, num, plural, rel, reward_badge, table,
                              usd)
 from aes.report.rundata import end_reason_text
@@ -115,15 +115,13 @@ def _collect(paths: RunPaths, out: Path) -> list[Entry]:
     if paths.trajectories.is_dir():
         for src in sorted(paths.trajectories.rglob("*.json")):
             rel_parts = src.relative_to(paths.trajectories).with_suffix(".html").parts
-            entries.append(Entry("solver", src, out.joinpath("solver", *map(_safe, rel_parts))))
+            kind = "probe" if rel_parts[0].startswith(f"{PROBE}-") else "solver"  # the proposer's solver_model runs
+            entries.append(Entry(kind, src, out.joinpath("probes" if kind == "probe" else "solver",
+                                                         *map(_safe, rel_parts))))
     for kind, folder, sub in (("proposer", paths.proposer_trajectories, "proposer"),
                               ("infrastructure", paths.infrastructure_failures, "proposer/infrastructure")):
         for src in sorted(folder.glob("*.json")) if folder.is_dir() else []:
             entries.append(Entry(kind, src, out / sub / f"{_safe(src.stem)}.html"))
-    if paths.probes.is_dir():
-        for src in sorted(paths.probes.rglob("*.json")):
-            rel_parts = src.relative_to(paths.probes).with_suffix(".html").parts
-            entries.append(Entry("probe", src, out.joinpath("probes", *map(_safe, rel_parts))))
     return entries
 
 
@@ -410,7 +408,7 @@ def _index_page(viewer: Viewer, report: Path, env_facts: dict[str, dict]) -> str
     probes = [e for e in viewer.entries if e.kind == "probe"]
     if probes:
         parts.append(f"<h2 id='probes'>The proposer's solver probes ({len(probes)})</h2>")
-        rows = [[link(rel(e.page, out), e.source.relative_to(RunPaths(viewer.root).probes).as_posix()),
+        rows = [[link(rel(e.page, out), e.source.relative_to(RunPaths(viewer.root).trajectories).as_posix()),
                  reward_badge(e.summary.get("reward")), _outcome_cell(e.summary), num(e.summary.get("turns"))]
                 for e in probes]
         parts.append(table("probes-table", [("trajectory", ""), ("reward", "num"), ("outcome", ""), ("turns", "num")], rows))

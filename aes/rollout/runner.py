@@ -26,6 +26,7 @@ from aes.agents import TerminalAgent, write_json_atomic
 from aes.rewards import task_reward
 from aes.config import AgentConfig
 from aes.models import ChatModel
+from aes.paths import RunPaths
 from aes.rollout.index import AttemptRecord, IndexRow, failure_signature, read_index, row_key, write_index
 from aes.errors import InfrastructureError
 from aes.sandbox import TrialResult, TrialRunner
@@ -78,7 +79,10 @@ class RolloutRunner:
         self.solver = solver
         self.agent_cfg = agent_cfg
         self.trials = trials
-        self.root = Path(out_dir) / "trajectories"
+        self.root = RunPaths(Path(out_dir)).trajectories
+        """``RUN_DIR/trajectories``: every attempt's file and the one index."""
+        self.index = RunPaths(Path(out_dir)).index
+        """``RUN_DIR/trajectories/index.jsonl``: one row per (env, solver, batch)."""
         self.concurrency = max(1, concurrency)
         self.solver_name = solver_name or solver.config.name
         self.infra_limit = infra_limit
@@ -248,14 +252,13 @@ class RolloutRunner:
     def write_index(self, envs) -> None:
         """Merge these envs' rows into ``index.jsonl`` (rows of other envs and batches are kept)."""
         with self._lock:
-            index = self.root / "index.jsonl"
-            rows = {row_key(r): r for r in read_index(index)}
+            rows = {row_key(r): r for r in read_index(self.index)}
             for env in envs:
                 if env.records:
                     row = env.row(self.solver_name, self.batch, self.policy_version, self.root).to_dict()
                     rows[row_key(row)] = row
             fields = set(IndexRow.__dataclass_fields__)
-            write_index(index, [IndexRow(**{k: v for k, v in r.items() if k in fields}) for r in rows.values()])
+            write_index(self.index, [IndexRow(**{k: v for k, v in r.items() if k in fields}) for r in rows.values()])
 
 
 def _shape(extra: dict, weight: float) -> None:

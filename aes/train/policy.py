@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from aes.config import AesConfig
-from aes.models import ChatModel, RunBudget, build_model
+from aes.models import ChatModel, RunBudget
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +70,6 @@ class TrainableSolver:
             else:
                 self._trainer = self._build()
         return self._trainer
-
-    def proposer(self, cfg: AesConfig, budget: RunBudget) -> ChatModel:
-        """The proposer of a run without a shared policy (same config as the solver: reuse its engine)."""
-        if cfg.proposer == cfg.solver:
-            return self.chat
-        return build_model(cfg.proposer, budget)
 
     def groups_from(self, trajectories: Path) -> list:
         from aes.train.episodes import load_groups
