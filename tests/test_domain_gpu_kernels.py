@@ -1,8 +1,10 @@
 """The GPU-kernel domain (domain=gpu_kernels): config, proposer instructions, the base image recipe
 shared by the seeds, the seeds' shared tests and gated, section-weighted reward, the GPU decision of
-aes/sandbox/gpu.py, and in Docker a seed's oracle (1.0), do-nothing (0) and two cheats (a dummy
-kernel beside eager math, eager math alone) through Triton's interpreter; on a GPU host (``gpu``)
-the seed's timed path and its kernel/eager ratio."""
+aes/sandbox/gpu.py, the domain check that the tests never run the solution in their own process, and
+in Docker a seed's oracle (1.0), do-nothing (0), two cheats (a dummy kernel beside eager math, eager
+math alone) and a forger (it tries to write the reward at import and keeps trying from a process
+it leaves behind: 0) through Triton's interpreter; on a GPU host (``gpu``) the seed's timed path
+and its kernel/eager ratio."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 
 from aes.config import compose_config
 from aes.domains import instructions_dir, seeds_dir
+from aes.domains.gpu_kernels.checks import CODE, checks
 from aes.sandbox.gpu import plan
 from aes.tasks import check_task, find_tasks, load_task
 from aes.tasks.static import dockerfile_instructions
@@ -25,6 +28,7 @@ DOMAIN = REPO / "aes" / "domains" / "gpu_kernels"
 SEEDS = DOMAIN / "seeds"
 RMSNORM = SEEDS / "ragged-residual-rmsnorm"
 SEED_DIRS = find_tasks([SEEDS])
+KIT = REPO / "aes" / "domains" / "kit" / "untrusted.py"
 
 
 def _base() -> list[tuple[str, str]]:
@@ -42,7 +46,8 @@ def test_task_format_documents_the_base_image_lines_verbatim():
     text = (DOMAIN / "instructions" / "task_format.md").read_text()
     for word, args in _base():
         assert f"{word} {args}" in text
-    for words in ("TRITON_INTERPRET=1", "NotImplementedError", "FORBIDDEN", "tests/public/reference.py"):
+    for words in ("TRITON_INTERPRET=1", "NotImplementedError", "FORBIDDEN", "tests/public/reference.py",
+                  "instructions/kit/untrusted.py", "gpu_kernels.tests_import_solution"):
         assert words in text
 
 
@@ -66,6 +71,7 @@ def test_seed_layout_base_recipe_and_shared_tests(path):
     assert (path / "tests" / "public" / "reference.py").read_bytes() == (path / "environment" / "reference.py").read_bytes()
     for name in ("test_outputs.py", "test.sh"):
         assert (path / "tests" / name).read_bytes() == (RMSNORM / "tests" / name).read_bytes(), name
+    assert (path / "tests" / "untrusted.py").read_bytes() == KIT.read_bytes()
     assert "raise NotImplementedError" in (path / "environment" / "solution.py").read_text()
     assert "@triton.jit" in (path / "solution" / "solution.py").read_text()
     cases = (path / "tests" / "cases.py").read_text()
@@ -96,6 +102,39 @@ def test_gpu_plan(requested, available, count, note):
 def test_gpu_plan_rejects_a_negative_count():
     with pytest.raises(ValueError):
         plan(-1, 1)
+
+
+def test_the_seeds_tests_never_import_the_solution():
+    """The domain check admits the seeds; their tests reach solution.py only through the kit's
+    child (the parent reads it as text) and pass the reference's state and inputs to it."""
+    for path in SEED_DIRS:
+        assert checks(path) == [], path.name
+        source = (path / "tests" / "test_outputs.py").read_text()
+        tree = ast.parse(source)
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert "solution" not in imported and "importlib" not in imported and "untrusted" in imported
+        assert "Untrusted([APP]" in source and "harness.run" in source
+
+
+@pytest.mark.parametrize("damage, expected", [
+    ("old", "spec_from_file_location"), ("kit", "not a byte copy"), ("exec", "exec"),
+    ("test.sh", "names the solution")])
+def test_the_check_rejects_tests_that_run_the_solution_in_process(tmp_path, damage, expected):
+    path = tmp_path / "task"
+    shutil.copytree(RMSNORM, path)
+    tests = path / "tests"
+    if damage == "old":  # the tests as they were: the solution imported by the pytest process itself
+        (tests / "test_outputs.py").write_text(
+            "import importlib.util\nspec = importlib.util.spec_from_file_location('solution', '/app/solution.py')\n")
+    elif damage == "kit":
+        (tests / "untrusted.py").write_text(KIT.read_text() + "\n# changed\n")
+    elif damage == "exec":
+        (tests / "conftest.py").write_text("exec(open('/app/solution.py').read())\n")
+    else:
+        (tests / "test.sh").write_text((tests / "test.sh").read_text() + "\npython3 -c 'import solution'\n")
+    reasons = checks(path)
+    assert [r.code for r in reasons] == [CODE] and expected in reasons[0].message, reasons
 
 
 def _variant(tmp_path: Path, name: str, solution: str) -> Path:
@@ -148,6 +187,91 @@ def test_oracle_nop_and_cheats_through_the_interpreter(sandbox, cfg, tmp_path):
     assert "gpu: none" in out and "timing skipped" in out
 
 
+_FORGER = '''
+"""A forger: at import it writes reward 1 and an all-pass junit.xml, registers an atexit doing it
+again, tries to edit and read the tests and leaves a process rewriting reward.json for 30 s; its
+ModelNew returns zeros."""
+import atexit, json, os, subprocess, sys
+import torch
+from torch import nn
+
+LOGS = "/logs/verifier"
+JUNIT = ('<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="0" failures="0" '
+         'skipped="0" tests="4"><testcase classname="test_outputs" name="test_gate_runs"/>'
+         '<testcase classname="test_outputs" name="test_correct_case[default-fp32]"/>'
+         '<testcase classname="test_outputs" name="test_triton_kernel_launched"/>'
+         '<testcase classname="test_outputs" name="test_triton_no_eager_math"/></testsuite></testsuites>')
+DAEMON = f"""
+import json, time
+end = time.time() + 30
+while time.time() < end:
+    for path, text in (("{LOGS}/reward.json", json.dumps({{"reward": 1.0}})), ("{LOGS}/junit.xml", {JUNIT!r})):
+        try:
+            with open(path, "w") as f:
+                f.write(text)
+        except Exception:
+            pass
+    time.sleep(0.1)
+"""
+
+
+def _try(what, fn):
+    try:
+        fn()
+        print(f"forger: {what}: done", file=sys.stderr)
+    except Exception as exc:
+        print(f"forger: {what}: {exc!r}", file=sys.stderr)
+
+
+def _write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _forge():
+    _try("reward.json", lambda: _write(f"{LOGS}/reward.json", json.dumps({"reward": 1.0})))
+    _try("junit.xml", lambda: _write(f"{LOGS}/junit.xml", JUNIT))
+    _try("extra.json", lambda: _write(f"{LOGS}/extra.json", json.dumps({"timing_skipped": 0, "time_ratio": 0.01})))
+
+
+_forge()
+atexit.register(_forge)
+_try("edit the tests", lambda: open("/tests/test_outputs.py", "a").write("\\nimport pytest\\npytest.skip(allow_module_level=True)\\n"))
+_try("read the tests", lambda: open("/tests/cases.py").read())
+_try("daemon", lambda: subprocess.Popen([sys.executable, "-c", DAEMON], start_new_session=True,
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+
+class ModelNew(nn.Module):
+    def __init__(self, hidden: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.linspace(0.5, 1.5, hidden))
+
+    def forward(self, x, residual, lengths):
+        return torch.zeros_like(x)
+'''
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_forging_solution_earns_nothing(sandbox, cfg, tmp_path):
+    """solution.py tries to forge the reward from inside the verifier (reward.json, junit.xml and
+    extra.json at import and at exit, the tests edited, a process left rewriting reward.json): it
+    runs as uid 64999 in the tests' child, so every write is refused, and its zeros earn 0."""
+    from aes.sandbox import OracleAgent, TrialRunner
+
+    runner = TrialRunner(cfg.sandbox, sandbox)
+    task = load_task(_variant(tmp_path, "forger", _FORGER))
+    build = runner.sandbox.build(task)
+    assert build.image, build.reason
+    result = runner.run(task, OracleAgent(), build.image)
+    out = result.verifier_output
+    assert result.reward == 0.0 and result.rewards == {"reward": 0.0}, (result.reward, result.detail, out[-3000:])
+    # the gate passed (the forger's ModelNew, imported in the child, ran and returned zeros), the rest failed
+    assert "gpu: none" in out and "_ test_gate_runs _" not in out and "_ test_correct_case[" in out, out[-3000:]
+
+
 @pytest.mark.docker
 @pytest.mark.gpu
 def test_timed_path_on_a_gpu_host(sandbox, cfg, tmp_path):
@@ -164,8 +288,8 @@ def test_timed_path_on_a_gpu_host(sandbox, cfg, tmp_path):
     logs = tmp_path / "verifier"
     logs.mkdir()
     output = docker.from_env().containers.run(
-        build.image, ["bash", "-c", "cp /solution/solution.py /app/solution.py && bash /tests/test.sh"],
-        volumes={str(RMSNORM / "tests"): {"bind": "/tests", "mode": "ro"},
+        build.image, ["bash", "-c", "cp -r /tests-ro /tests && cp /solution/solution.py /app/solution.py && bash /tests/test.sh"],
+        volumes={str(RMSNORM / "tests"): {"bind": "/tests-ro", "mode": "ro"},
                  str(RMSNORM / "solution"): {"bind": "/solution", "mode": "ro"},
                  str(logs): {"bind": "/logs/verifier", "mode": "rw"}},
         device_requests=decided.device_requests(), network_mode="none", remove=True).decode()
