@@ -22,6 +22,7 @@ from aes.tasks.static import dockerfile_instructions
 REPO = Path(__file__).resolve().parents[1]
 DOMAIN = REPO / "aes" / "domains" / "swe"
 SEEDS = DOMAIN / "seeds"
+KIT = Path(__file__).resolve().parents[1] / "aes" / "domains" / "kit" / "untrusted.py"
 TELEMETRY = SEEDS / "telemetry-time-windows"
 SEED_DIRS = find_tasks([SEEDS])
 
@@ -75,7 +76,10 @@ def test_at_least_four_seeds_that_pass_the_static_and_domain_static_checks():
         assert command.startswith("cd /app/repo && ")
         # test.sh's gate runs the public tests as committed (no credit before they pass: nop scores 0),
         # from its own copy: an agent that edits or deletes them in the repository does not open it
-        assert "if ! (cd /tests/public && PYTHONPATH=/app/repo " in (path / "tests" / "test.sh").read_text()
+        # ... as an unprivileged user, through the kit (tests/untrusted.py, a byte copy)
+        assert "python3 -I /tests/untrusted.py --copy /tests/public --env PYTHONPATH=/app/repo " in (
+            path / "tests" / "test.sh").read_text()
+        assert (path / "tests" / "untrusted.py").read_bytes() == KIT.read_bytes(), path.name
         committed = path / "environment" / "repo" / "tests"
         files = sorted(p.relative_to(committed) for p in committed.rglob("*") if p.is_file())
         assert files and files == sorted(p.relative_to(path / "tests" / "public")
@@ -107,6 +111,33 @@ def test_seed_public_tests_fail_before_the_patch_and_pass_after(path, tmp_path):
                              capture_output=True, text=True)
     assert applied.returncode == 0, applied.stderr
     assert pytest_exit() == 0
+
+
+def test_static_reasons_name_tests_that_import_the_package_or_a_changed_kit(tmp_path):
+    from aes.domains.swe.checks import static_reasons
+
+    task = tmp_path / "t"
+    shutil.copytree(TELEMETRY, task)
+    assert static_reasons(load_task(task)) == []
+    tests = task / "tests" / "test_outputs.py"
+    tests.write_text(tests.read_text() + "\n\nimport importlib\ntm_ = importlib.import_module('telemetry')\n")
+    (task / "tests" / "untrusted.py").write_text("# edited\n" + KIT.read_text())
+    reasons = static_reasons(load_task(task))
+    assert [r.code for r in reasons] == ["swe.tests_run_agent_code"]
+    assert "import_module" in reasons[0].message and "not a byte copy" in reasons[0].message
+
+
+def test_the_workspace_carries_the_kit(tmp_path):
+    """The proposer copies the kit from instructions/kit/ of its workspace, as the task format says."""
+    from aes.pool import PoolStore
+    from aes.proposer.assignments import SIMPLER, Assignment
+    from aes.proposer.workspace import build_workspace
+
+    pool = PoolStore(tmp_path / "pool")
+    parent, _ = pool.add(TELEMETRY, name=TELEMETRY.name, status="admitted", source="seed")
+    assignment = Assignment(parent.env_id, parent.name, "qwen", None, None, SIMPLER)
+    build_workspace(tmp_path / "ws", assignment, pool, tmp_path / "traj", DOMAIN / "instructions", tmp_path / "persist")
+    assert (tmp_path / "ws" / "instructions" / "kit" / "untrusted.py").read_bytes() == KIT.read_bytes()
 
 
 def test_static_reasons_name_a_missing_command_and_patch(tmp_path):
@@ -165,11 +196,63 @@ def test_an_agent_that_edits_the_public_tests_instead_of_the_code_earns_zero(san
         result = runner.run(task, OracleAgent())
         assert result.agent_exit_code == 0, (name, result.agent_output)  # the attack itself ran
         assert result.reward == 0.0, (name, result.verifier_output[-2000:])
-    # the shadowed pytest is live: where test.sh runs in the agent's own container (Harbor's in-place
-    # verifier, sandbox.trusted_verifier=false) it opens the gate; the sealed verifier does not carry it
+    # the shadowed pytest is live where test.sh runs in the agent's own container (Harbor's in-place
+    # verifier, sandbox.trusted_verifier=false) and ends the public suite "green" there; the private
+    # test_gate_* still fails, called through the kit, so nothing is earned there either
     in_place = TrialRunner(dataclasses.replace(cfg.sandbox, trusted_verifier=False), sandbox)
     opened = in_place.run(load_task(tmp_path / "shadow-pytest"), OracleAgent())
-    assert opened.reward is not None and opened.reward > 0.0, opened.verifier_output[-2000:]
+    assert opened.reward == 0.0, opened.verifier_output[-2000:]
+    assert "test_gate_the_issue_is_fixed" in opened.verifier_output
+
+
+FORGE = r"""
+import atexit, os, sys, time
+
+def _forge():
+    for path, text in (("/logs/verifier/reward.txt", "1\n"), ("/logs/verifier/junit.xml",
+                       '<testsuite tests="1" failures="0" errors="0" skipped="0"><testcase name="t"/></testsuite>')):
+        try:
+            with open(path, "w") as f:
+                f.write(text)
+        except OSError:
+            pass
+    for path in ("/tests/test_outputs.py",):  # as root: every test passes
+        try:
+            with open(path, "w") as f:
+                f.write("def test_ok():\n    pass\n")
+        except OSError:
+            pass
+
+_forge()
+atexit.register(_forge)
+if os.fork() == 0:  # a daemon that keeps forging after test.sh has written the reward
+    os.setsid()
+    for _ in range(600):
+        _forge()
+        time.sleep(0.05)
+    os._exit(0)
+if "pytest" in sys.modules or "_pytest" in sys.modules:
+    os._exit(0)  # the test run ends "green" at import
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("trusted", [True, False], ids=["sealed", "in-place"])
+def test_package_code_that_forges_the_reward_at_import_earns_zero(sandbox, cfg, tmp_path, trusted):
+    """The tests run the package: code in it that writes the reward, rewrites the junit report or the
+    tests (at import, at exit, from a daemon left behind) and ends pytest with status 0 earns nothing,
+    in the sealed verifier and in the agent's own container alike: the package only ever runs as an
+    unprivileged user in a child process (tests/untrusted.py), never in the process that decides."""
+    from aes.sandbox import OracleAgent, TrialRunner
+
+    variant = _variant(tmp_path, "forge")
+    (variant / "solution" / "forge.py").write_text(FORGE)
+    (variant / "solution" / "solve.sh").write_text("#!/bin/bash\nset -e\ncat /solution/forge.py >> /app/repo/telemetry/__init__.py\n")
+    runner = TrialRunner(dataclasses.replace(cfg.sandbox, trusted_verifier=trusted), sandbox)
+    result = runner.run(load_task(variant), OracleAgent())
+    assert result.agent_exit_code == 0, result.agent_output
+    assert result.reward == 0.0, result.verifier_output[-2000:]
 
 
 @pytest.mark.docker
@@ -188,7 +271,11 @@ def test_domain_checks_reject_broken_variants_with_their_codes(sandbox, cfg, tmp
         f.write("\n\ndef test_week_alignment():\n    assert window_start(0, 7) == 4\n")
     # private tests that the buggy repository already passes (test.sh's gate alone would hide that)
     lenient = _variant(tmp_path, "private-lenient")
-    (lenient / "tests" / "test_outputs.py").write_text("def test_positive_windows():\n    assert True\n")
+    (lenient / "tests" / "test_outputs.py").write_text(
+        "import os, sys\nsys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\nfrom untrusted import Untrusted\n\n"
+        "def test_gate_positive_windows():\n    with Untrusted(['/app/repo']) as child:\n"
+        "        assert child.call('telemetry.window_index', 5, 10) == 0\n\n"
+        "def test_positive_windows():\n    assert True\n")
     codes = {}
     for path in (passes, unfixed, lenient):
         build = runner.sandbox.build(load_task(path))
@@ -208,17 +295,20 @@ def test_validator_rejects_variants_with_the_domain_reason_and_an_ungated_reward
     cfg = compose_config(["domain=swe"])
     validator = Validator(cfg.sandbox, reset_check=cfg.domain.reset_check, domain_checks=domain_checks(cfg),
                           nop_zero=cfg.domain.nop_zero)
-    # no failing public test: the gate lets the untouched repository through, so doing nothing earns
-    # the share of private tests that already pass; admission stops there
+    # no failing public test: the public gate lets the untouched repository through, the private
+    # test_gate_* does not (doing nothing still earns 0); the domain check names the public suite
     passes = _variant(tmp_path, "public-passes")
     _drop_public_regression_test(passes)
     report = validator.validate(passes)
-    assert not report.valid and [r.code for r in report.reasons] == ["nop.reward_not_zero"]
-    assert report.oracle_reward == 1.0 and 0.0 < report.nop_reward < 0.5
-    # test.sh without its gate: the same, for the private tests that pass on the buggy repository
+    assert not report.valid and [r.code for r in report.reasons] == ["swe.public_tests_pass_unpatched"]
+    assert report.oracle_reward == 1.0 and report.nop_reward == 0.0
+    # test.sh without either gate: doing nothing earns the share of private tests that pass on the
+    # buggy repository; admission stops there
     ungated = _variant(tmp_path, "ungated")
     script = ungated / "tests" / "test.sh"
     text = script.read_text()
+    text = text.replace("if gates and all(gates) and parts else 0.0", "if parts else 0.0").replace(
+        'parts = [ok for name, ok in cases.items() if not name.startswith("test_gate_")]', "parts = list(cases.values())")
     script.write_text("#!/bin/bash\nmkdir -p /logs/verifier\n" + text[text.index("\ncd /tests\n") + 1:])
     report = validator.validate(ungated)
     assert not report.valid and [r.code for r in report.reasons] == ["nop.reward_not_zero"]

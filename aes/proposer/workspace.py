@@ -3,6 +3,7 @@
 ::
 
     instructions/           how to write a task, what to build, the assignment   (read-only)
+      kit/                  files a task copies verbatim (aes/domains/kit/: untrusted.py)
     past_trajectories/      index.jsonl + <env_id>/<solver>/*.json                (read-only)
     past_environments/      <env_id>/ task files of the parent and a few others   (read-only)
     memory/ tools/ skills/  persist across rounds of a run; the proposer may edit them (and
@@ -25,6 +26,8 @@ from aes.pool import PoolStore
 from aes.proposer.assignments import Assignment
 from aes.rollout.index import latest_rows, read_index
 
+KIT = Path(__file__).resolve().parents[1] / "domains" / "kit"
+"""Files tasks copy byte for byte (the untrusted-code runner of the swe and gpu_kernels tests)."""
 READ_ONLY = ("instructions", "past_trajectories", "past_environments")
 MAX_TRAJECTORIES = 8
 OTHER_ENVS = 3
@@ -73,6 +76,9 @@ def build_workspace(root: Path, assignment: Assignment, pool: PoolStore, traject
     for doc in sorted(instructions.glob("*.md")):
         shutil.copy2(doc, root / "instructions" / doc.name)
     (root / "instructions" / "ASSIGNMENT.md").write_text(assignment.brief(solver_feedback))
+    (root / "instructions" / "kit").mkdir()
+    for kit in sorted(KIT.glob("*.py")):
+        shutil.copy2(kit, root / "instructions" / "kit" / kit.name)
     _copy_environments(root / "past_environments", pool, assignment.parent_env_id)
     if solver_feedback:
         _copy_trajectories(root / "past_trajectories", trajectories, assignment)

@@ -13,6 +13,12 @@ A task is a repository with an issue: its public regression tests (in the reposi
 * ``swe.private_tests_pass_unpatched``: every private test (``tests/test_*.py``, not the copy of
   the public tests in ``tests/public/``; run by pytest without test.sh's gate) passes on the
   repository as built, or the verifier gives it reward 1;
+* ``swe.tests_run_agent_code``: the tests would run the agent's code where it can forge the
+  reward: ``tests/untrusted.py`` is not a byte copy of the kit (``aes/domains/kit/untrusted.py``),
+  test.sh's gate does not run the public tests through it, or a private test imports the package
+  itself (``import_module``, ``spec_from_file_location``, ``exec``, ``runpy``, the repository on
+  ``sys.path``) instead of calling it through :class:`Untrusted`, or no private test is a
+  ``test_gate_*`` (the gate test.sh trusts: the public suite's exit status is the agent code's word);
 * ``swe.check_failed``: a check trial broke before it could tell (infrastructure, a dead
   container); the message says how.
 
@@ -33,6 +39,10 @@ from aes.sandbox import AgentRun, Container, Outcome, TrialResult
 from aes.tasks import Reason, Task, load_task
 
 PATCH = "fix.patch"
+KIT = Path(__file__).resolve().parent.parent / "kit" / "untrusted.py"
+IN_PROCESS = ("import_module", "spec_from_file_location", "exec(", "runpy", "__import__", "sys.path.insert(0, REPO",
+              "sys.path.append(REPO", "/app/repo\")")
+"""Text in a private test that imports the code under test into the process deciding the reward."""
 COMMAND_KEY = "public_test_command"
 PRIVATE_COPY = "/tmp/aes-swe-private-tests"
 """Where the unpatched check trial runs the private tests (removed afterwards)."""
@@ -98,7 +108,35 @@ def static_reasons(task: Task) -> list[Reason]:
             reasons.append(Reason("swe.solution_not_a_patch",
                                   f"solution/solve.sh never names {PATCH}: it must apply the patch "
                                   f"(git apply /solution/{PATCH}, or patch -p1 < /solution/{PATCH})"))
+    reasons.extend(_agent_code_reasons(task))
     return reasons
+
+
+def _agent_code_reasons(task: Task) -> list[Reason]:
+    """``swe.tests_run_agent_code`` when the tests would run the agent's code in their own process or as root."""
+    kit = task.tests_dir / KIT.name
+    found = []
+    if not kit.is_file() or kit.read_bytes() != KIT.read_bytes():
+        found.append(f"tests/{KIT.name} is missing or not a byte copy of aes/domains/kit/{KIT.name}")
+    test_sh = task.tests_dir / "test.sh"
+    if test_sh.is_file() and f"/tests/{KIT.name}" not in test_sh.read_text(encoding="utf-8", errors="replace"):
+        found.append(f"tests/test.sh's gate does not run the public tests through /tests/{KIT.name} (as root, the "
+                     "agent's code could rewrite the tests or the reward)")
+    tests = sorted(task.tests_dir.glob("test_*.py"))
+    if tests and not any("def test_gate_" in p.read_text(encoding="utf-8", errors="replace") for p in tests):
+        found.append("no private test is named test_gate_* (the issue's own case, through the kit: test.sh gives no "
+                     "reward while it fails, whatever exit status the public suite reports)")
+    for path in tests:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        hits = [marker for marker in IN_PROCESS if marker in text]
+        if hits:
+            found.append(f"tests/{path.name} imports the code under test itself ({', '.join(hits)})")
+    if not found:
+        return []
+    return [Reason("swe.tests_run_agent_code",
+                   "; ".join(found) + ": call the package through Untrusted (tests/untrusted.py), which runs it in a "
+                                      "child process as an unprivileged user and returns plain values, as the "
+                                      "task format shows")]
 
 
 def _broken(which: str, trial: TrialResult) -> Reason | None:

@@ -3,13 +3,16 @@ overrides and of what callers did with earlier results (also for a section only 
 deep_merge leaving its arguments alone and sharing nothing with them, the merge rules, and the
 unchanged API and validation.
 Each test is one part of the reward, which tests/test.sh gives only once the repository's public
-tests pass (they fail on the repository as built, so doing nothing earns 0)."""
+tests pass and test_gate_* (the issue's own case) passes: both fail on the repository as built, so
+doing nothing earns 0. The package runs in a child process as another user (tests/untrusted.py)."""
 
-import copy
-import importlib
+import os
 import sys
 
 import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from untrusted import Untrusted  # noqa: E402
 
 REPO = "/app/repo"
 
@@ -34,23 +37,72 @@ PROD = {
 }
 
 
-@pytest.fixture(scope="module")
-def cs():
-    sys.path.insert(0, REPO)
-    try:
-        return importlib.import_module("confstack")
-    finally:
-        sys.path.remove(REPO)
+PROBE = """
+import confstack
 
 
-def _containers(value, found=None):
-    """The ids of every dict and list inside ``value`` (itself included)."""
+def containers(value, found=None):
     found = set() if found is None else found
     if isinstance(value, (dict, list)):
         found.add(id(value))
         for item in value.values() if isinstance(value, dict) else value:
-            _containers(item, found)
+            containers(item, found)
     return found
+
+
+def change_a_loaded_config():
+    # loads after a caller changed a loaded config, and the ids of both configs' containers
+    cfg = confstack.load("prod", {})
+    cfg["log"]["sinks"].append("file")
+    cfg["features"]["flags"].append("dark-launch")
+    cfg["db"]["pool"]["max"] = 1
+    cfg["service"]["workers"] = 1
+    prod, dev = confstack.load("prod", {}), confstack.load("dev", {})
+    other = confstack.load("prod", {})
+    return prod, dev, sorted(containers(cfg)), sorted(containers(other))
+
+
+def change_a_profile_only_section():
+    confstack.load("prod", {})["cache"]["backend"] = "memcached"
+    return confstack.PROFILES["prod"]["cache"], confstack.load("prod", {})
+
+
+def merge_and_change(base, mid, top):
+    # deep_merge's result, its arguments afterwards, the container ids of both, and the
+    # arguments after the result's lists were appended to
+    merged = confstack.deep_merge(base, mid, top)
+    result = repr(merged)
+    after = repr((base, mid, top))
+    ids = sorted(containers(merged)), sorted(containers(base) | containers(mid) | containers(top))
+    merged["a"]["keep"].append(1)
+    merged["t"].append(8)
+    return result, after, ids, repr((base, mid, top))
+"""
+
+
+@pytest.fixture(scope="module")
+def child():
+    """The package, imported in a child process as an unprivileged user (tests/untrusted.py):
+    its code never runs in this process, which decides the reward."""
+    with Untrusted([REPO], helpers={"probe": PROBE}) as untrusted:
+        yield untrusted
+
+
+@pytest.fixture(scope="module")
+def cs(child):
+    return child.module("confstack")
+
+
+@pytest.fixture(scope="module")
+def probe(child):
+    return child.module("probe")
+
+
+def test_gate_the_issue_is_fixed(cs):
+    """Issue #23, as the repository's regression test states it (earns nothing itself: while it fails
+    the reward is 0)."""
+    cs.load("staging", {})
+    assert cs.load("dev", {})["db"]["host"] == "localhost"
 
 
 def test_loads_do_not_depend_on_earlier_loads(cs):
@@ -69,39 +121,32 @@ def test_environment_overrides_do_not_stick(cs):
     assert cs.load("staging", {}) == STAGING
 
 
-def test_changing_a_loaded_config_changes_nothing_else(cs):
-    cfg = cs.load("prod", {})
-    cfg["log"]["sinks"].append("file")
-    cfg["features"]["flags"].append("dark-launch")
-    cfg["db"]["pool"]["max"] = 1
-    cfg["service"]["workers"] = 1
-    assert cs.load("prod", {}) == PROD
-    assert cs.load("dev", {}) == DEV
-    other = cs.load("prod", {})
-    assert _containers(cfg).isdisjoint(_containers(other))
+def test_changing_a_loaded_config_changes_nothing_else(probe):
+    prod, dev, changed, other = probe.change_a_loaded_config()
+    assert prod == PROD
+    assert dev == DEV
+    assert set(changed).isdisjoint(other)
 
 
-def test_sections_only_a_profile_has_stay_isolated(cs):
+def test_sections_only_a_profile_has_stay_isolated(cs, probe):
     assert cs.load("prod", {"CONFSTACK_CACHE__TTL": "60"})["cache"] == {"backend": "redis", "ttl": 60}
     assert cs.load("prod", {})["cache"] == {"backend": "redis", "ttl": 300}
-    cs.load("prod", {})["cache"]["backend"] = "memcached"
-    assert cs.PROFILES["prod"]["cache"] == {"backend": "redis", "ttl": 300}
-    assert cs.load("prod", {}) == PROD
+    profile, again = probe.change_a_profile_only_section()
+    assert profile == {"backend": "redis", "ttl": 300}
+    assert again == PROD
 
 
-def test_deep_merge_leaves_its_arguments_alone(cs):
+def test_deep_merge_leaves_its_arguments_alone(probe):
     base = {"a": {"b": {"c": 1, "l": [1, 2]}, "keep": [0]}, "s": "x"}
     mid = {"a": {"b": {"c": 2}, "new": {"n": [5]}}, "t": [7]}
     top = {"a": {"b": {"l": [3]}, "new": {"m": 1}}, "s": {"now": "a dict"}}
-    snapshots = copy.deepcopy((base, mid, top))
-    merged = cs.deep_merge(base, mid, top)
-    assert merged == {"a": {"b": {"c": 2, "l": [3]}, "keep": [0], "new": {"n": [5], "m": 1}},
-                      "s": {"now": "a dict"}, "t": [7]}
-    assert (base, mid, top) == snapshots
-    assert _containers(merged).isdisjoint(_containers(base) | _containers(mid) | _containers(top))
-    merged["a"]["keep"].append(1)
-    merged["t"].append(8)
-    assert (base, mid, top) == snapshots
+    snapshot = repr((base, mid, top))
+    merged, after, (merged_ids, argument_ids), after_changes = probe.merge_and_change(base, mid, top)
+    assert merged == repr({"a": {"b": {"c": 2, "l": [3]}, "keep": [0], "new": {"n": [5], "m": 1}},
+                           "s": {"now": "a dict"}, "t": [7]})
+    assert after == snapshot
+    assert set(merged_ids).isdisjoint(argument_ids)
+    assert after_changes == snapshot
 
 
 def test_merge_rules(cs):
@@ -114,7 +159,7 @@ def test_merge_rules(cs):
 
 
 def test_api_and_validation_unchanged(cs):
-    assert set(cs.__all__) >= {"DEFAULTS", "PROFILES", "deep_merge", "load", "parse_env", "parse_value"}
+    assert set(cs.value("__all__")) >= {"DEFAULTS", "PROFILES", "deep_merge", "load", "parse_env", "parse_value"}
     with pytest.raises(TypeError):
         cs.deep_merge({"a": 1}, [("a", 2)])
     with pytest.raises(TypeError):

@@ -1,23 +1,39 @@
 """Private tests of the ledgerkit fix: rounding half away from zero (FP-7) for lines, credit
 notes, tax and very large amounts, exact splits, the unchanged API and validation.
 Each test is one part of the reward, which tests/test.sh gives only once the repository's public
-tests pass (they fail on the repository as built, so doing nothing earns 0)."""
+tests pass and test_gate_* (the issue's own case) passes: both fail on the repository as built, so
+doing nothing earns 0. The package runs in a child process as another user (tests/untrusted.py)."""
 
-import importlib
+import os
 import sys
 
 import pytest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from untrusted import Untrusted  # noqa: E402
+
 REPO = "/app/repo"
 
 
+
+
 @pytest.fixture(scope="module")
-def lk():
-    sys.path.insert(0, REPO)
-    try:
-        return importlib.import_module("ledgerkit")
-    finally:
-        sys.path.remove(REPO)
+def child():
+    """The package, imported in a child process as an unprivileged user (tests/untrusted.py):
+    its code never runs in this process, which decides the reward."""
+    with Untrusted([REPO]) as untrusted:
+        yield untrusted
+
+
+@pytest.fixture(scope="module")
+def lk(child):
+    return child.module("ledgerkit")
+
+
+def test_gate_the_issue_is_fixed(lk):
+    """Issue #58, as the repository's regression test states it (earns nothing itself: while it fails
+    the reward is 0)."""
+    assert lk.line_total("1", "1.005") == "1.01"
 
 
 def test_line_totals_round_half_up(lk):
@@ -55,7 +71,7 @@ def test_split_evenly_is_exact(lk):
 
 
 def test_api_and_validation_unchanged(lk):
-    assert set(lk.__all__) >= {"invoice_totals", "line_total", "split_evenly"}
+    assert set(lk.value("__all__")) >= {"invoice_totals", "line_total", "split_evenly"}
     with pytest.raises(TypeError):
         lk.line_total("1", 2.5)
     with pytest.raises(TypeError):

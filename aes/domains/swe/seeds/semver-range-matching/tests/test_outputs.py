@@ -1,23 +1,39 @@
 """Private tests of the pinspec fix: numeric ordering of every component, the caret rule for
 0.x versions, max_satisfying, the unchanged API and validation.
 Each test is one part of the reward, which tests/test.sh gives only once the repository's public
-tests pass (they fail on the repository as built, so doing nothing earns 0)."""
+tests pass and test_gate_* (the issue's own case) passes: both fail on the repository as built, so
+doing nothing earns 0. The package runs in a child process as another user (tests/untrusted.py)."""
 
-import importlib
+import os
 import sys
 
 import pytest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from untrusted import Untrusted  # noqa: E402
+
 REPO = "/app/repo"
 
 
+
+
 @pytest.fixture(scope="module")
-def ps():
-    sys.path.insert(0, REPO)
-    try:
-        return importlib.import_module("pinspec")
-    finally:
-        sys.path.remove(REPO)
+def child():
+    """The package, imported in a child process as an unprivileged user (tests/untrusted.py):
+    its code never runs in this process, which decides the reward."""
+    with Untrusted([REPO]) as untrusted:
+        yield untrusted
+
+
+@pytest.fixture(scope="module")
+def ps(child):
+    return child.module("pinspec")
+
+
+def test_gate_the_issue_is_fixed(ps):
+    """Issue #17, as the repository's regression test states it (earns nothing itself: while it fails
+    the reward is 0)."""
+    assert ps.satisfies("1.10.0", "^1.2.3")
 
 
 def test_components_compare_as_numbers(ps):
@@ -59,7 +75,7 @@ def test_max_satisfying_picks_the_highest(ps):
 
 
 def test_api_and_validation_unchanged(ps):
-    assert set(ps.__all__) >= {"compare", "max_satisfying", "parse_version", "satisfies"}
+    assert set(ps.value("__all__")) >= {"compare", "max_satisfying", "parse_version", "satisfies"}
     assert ps.parse_version("12.0.7") == (12, 0, 7)
     for version, spec in (("1.2", "^1.0.0"), ("1.2.3", "^1.2"), ("1.2.3", ""), ("1.2.3", ">>1.0.0"),
                           ("x.y.z", ">=1.0.0")):
