@@ -252,6 +252,11 @@ DYNAMIC = {"importlib", "runpy", "__import__", "exec", "eval", "compile", "impor
 """Names that load or run code this check cannot see (as attributes: all but exec, eval and compile,
 which are method names elsewhere; torch.compile is one too)."""
 DYNAMIC_ATTRS = DYNAMIC - {"exec", "eval", "compile"}
+HIDDEN = {"globals", "vars", "locals", "__dict__", "__getattribute__", "attrgetter", "methodcaller", "modules",
+          "numpy", "tolist"}
+"""Ways around a reading by name (another name for an op, a module looked up at run time) and out of
+torch (numpy, Python lists), where no TorchFunctionMode sees the math; getattr counts when the
+attribute's name is not a string constant."""
 REFERENCE_NAMES = {"reference", "Model"}
 
 
@@ -303,22 +308,25 @@ class _Shown:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for module in modules:
-                if module.split(".")[0] in REFERENCE_NAMES | DYNAMIC:
+                if module.split(".")[0] in REFERENCE_NAMES | DYNAMIC | {"numpy", "operator"}:
                     self.problems.append(f"line {line}: imports {module}")
             if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
                 for alias in node.names:
                     if alias.name in cases.FORBIDDEN or alias.name == "*":
                         self.problems.append(f"line {line}: imports {alias.name} from {node.module}")
         elif isinstance(node, ast.Name):
-            if node.id in REFERENCE_NAMES | DYNAMIC:
+            if node.id in REFERENCE_NAMES | DYNAMIC | HIDDEN:
                 self.problems.append(f"line {line}: names {node.id}")
             elif kernel and node.id in self.torch:
                 self.problems.append(f"line {line}: a kernel names torch ({node.id})")
         elif isinstance(node, ast.Attribute):
-            if node.attr in REFERENCE_NAMES | DYNAMIC_ATTRS or (node.attr == "compile" and _root(node) in self.torch):
+            if node.attr in REFERENCE_NAMES | DYNAMIC_ATTRS | HIDDEN or (node.attr == "compile" and _root(node) in self.torch):
                 self.problems.append(f"line {line}: names .{node.attr}")
             elif node.attr in cases.FORBIDDEN and not kernel and _root(node) not in self.triton | {"math"}:
                 self.problems.append(f"line {line}: eager op .{node.attr}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "setattr"):
+            if len(node.args) < 2 or not (isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+                self.problems.append(f"line {line}: {node.func.id} with a name computed at run time")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             if node.value in REFERENCE_NAMES or "reference.py" in node.value or (
                     not kernel and node.value in cases.FORBIDDEN):
