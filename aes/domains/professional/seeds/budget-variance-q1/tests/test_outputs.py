@@ -8,6 +8,7 @@ untouched); then each section's weight times the share of its tests that pass.""
 
 import csv
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,8 @@ BUDGETS = [84000.0, 56500.0, 132000.0, 118500.0, 96000.0, 71200.0, 64800.0, 3890
 ACTUALS = [83220.95, 57656.25, 141065.95, 111000.00, 99385.85, 74126.25, 69885.40, 39716.25, 22750.00]
 FLAGS = ["OK", "OK", "REVIEW", "REVIEW", "OK", "OK", "REVIEW", "OK", "OK"]
 TOTALS = [682900.00, 698806.90, 15906.90, 0.0232932]
+# the result cells the tests check
+RESULTS = [("Variance", f"{c}{r}") for c in "DEFG" for r in range(2, 11)] + [("Variance", f"{c}11") for c in "CDEF"]
 INPUT_HASHES = {
     "actuals_q1.csv": "cee43e98ca028cf6a2544824849f95939d7f43044e65df034fe82b56fc74526e",
     "budget_q1.csv": "ef21342b175c35be013644055440653723ed2d13155d2d653ba51d9fc9672d5b",
@@ -52,6 +55,39 @@ def close(got, want):
     return isinstance(got, (int, float)) and not isinstance(got, bool) and abs(got - want) <= TOL
 
 
+# A result cell the tests check counts only as a formula that references at least one cell or range
+# (B2, $B$2, Inputs!B4, 'Weekly plan'!C3, B2:B9, A:A): a pasted value, or a constant formula such as
+# =126352.40, =100+26252.4, =LOG10(100) or ="B2", fails the formula test and every value test of
+# that cell. Text in quotes (strings, quoted sheet names) is set aside first; a function name (LOG10)
+# is followed by "(" and a name or number runs into the letters or digits around it, so neither counts.
+_QUOTED = re.compile(r"\"(?:[^\"]|\"\")*\"|'(?:[^']|'')*'")
+_CELL_REF = re.compile(r"(?<![\w.$])(?:\$?[A-Za-z]{1,3}\$?[0-9]+|\$?[A-Za-z]{1,3}:\$?[A-Za-z]{1,3}|\$?[0-9]+:\$?[0-9]+)"
+                       r"(?![\w(.!])")
+
+
+def references_cells(formula):
+    """True when ``formula`` (a cell's value as openpyxl reads it) is a formula referencing a cell."""
+    text = str(getattr(formula, "text", formula) or "")
+    if not text.startswith("="):
+        return False
+    body = _QUOTED.sub(lambda m: '""' if m.group().startswith('"') else "S", text[1:])
+    return _CELL_REF.search(body) is not None
+
+
+def pasted(path=BOOK):
+    """The result cells (RESULTS) that are not formulas referencing cells: [(sheet, cell)]."""
+    from openpyxl import load_workbook
+
+    wb = load_workbook(path)
+    return [(s, c) for s, c in RESULTS if s not in wb.sheetnames or not references_cells(wb[s][c].value)]
+
+
+def live(values, path=BOOK):
+    """``values`` (from recalc) with every result cell that is not a formula referencing cells set
+    to None, so that the value tests of a pasted value or a constant formula fail."""
+    return {**values, **dict.fromkeys((s.upper(), c) for s, c in pasted(path))}
+
+
 def column(values, col, rows=range(2, 11)):
     return [values.get(("VARIANCE", f"{col}{r}")) for r in rows]
 
@@ -65,7 +101,14 @@ def flagged_rows():
 
 @pytest.fixture(scope="module")
 def values():
+    """Every cell as recalculated (what the CSV and the memo must agree with)."""
     return recalc(BOOK)
+
+
+@pytest.fixture(scope="module")
+def results(values):
+    """The same, with the result cells that are not formulas referencing cells set to None."""
+    return live(values)
 
 
 def test_gate_deliverables_exist():
@@ -88,39 +131,35 @@ def test_workbook_layout_and_typed_inputs():
     assert [ws[f"C{r}"].value for r in range(2, 11)] == pytest.approx(BUDGETS)
 
 
-def test_workbook_actual_spend_per_cost_centre(values):
-    got = column(values, "D")
+def test_workbook_actual_spend_per_cost_centre(results):
+    got = column(results, "D")
     assert all(close(g, w) for g, w in zip(got, ACTUALS)), got
 
 
-def test_workbook_variance_and_percentage(values):
-    variance, pct = column(values, "E"), column(values, "F")
+def test_workbook_variance_and_percentage(results):
+    variance, pct = column(results, "E"), column(results, "F")
     assert all(close(g, a - b) for g, a, b in zip(variance, ACTUALS, BUDGETS)), variance
     assert all(isinstance(g, float) and abs(g - (a - b) / b) <= 1e-6 for g, a, b in zip(pct, ACTUALS, BUDGETS)), pct
 
 
-def test_workbook_review_flags(values):
-    assert column(values, "G") == FLAGS
+def test_workbook_review_flags(results):
+    assert column(results, "G") == FLAGS
 
 
-def test_workbook_totals_row(values):
-    got = [values.get(("VARIANCE", f"{c}11")) for c in "CDEF"]
+def test_workbook_totals_row(results):
+    got = [results.get(("VARIANCE", f"{c}11")) for c in "CDEF"]
     assert all(close(g, w) for g, w in zip(got[:3], TOTALS[:3])) and abs(got[3] - TOTALS[3]) <= 1e-6, got
 
 
 def test_model_results_are_formulas():
-    from openpyxl import load_workbook
-
-    ws = load_workbook(BOOK)["Variance"]
-    cells = [f"{c}{r}" for c in "DEFG" for r in range(2, 11)] + [f"{c}11" for c in "CDEF"]
-    pasted = [cell for cell in cells if not str(getattr(ws[cell].value, "text", ws[cell].value) or "").startswith("=")]
-    assert not pasted, f"values instead of formulas: {pasted[:10]}"
+    bad = pasted()
+    assert not bad, f"values or constant formulas instead of formulas referencing cells: {bad[:10]}"
 
 
 def test_model_recalculates_when_inputs_change():
-    stricter = recalc(BOOK, {("Policy", "B2"): 6000.0})
+    stricter = live(recalc(BOOK, {("Policy", "B2"): 6000.0}))
     assert column(stricter, "G") == ["OK", "OK", "REVIEW", "REVIEW", "OK", "OK", "OK", "OK", "OK"]
-    posted = recalc(BOOK, {("Actuals", "C21"): 9440.50})
+    posted = live(recalc(BOOK, {("Actuals", "C21"): 9440.50}))
     assert close(posted.get(("VARIANCE", "D10")), 23250.00) and close(posted.get(("VARIANCE", "D11")), 699306.90)
     assert column(posted, "G") == ["OK", "OK", "REVIEW", "REVIEW", "OK", "OK", "REVIEW", "OK", "REVIEW"]
 

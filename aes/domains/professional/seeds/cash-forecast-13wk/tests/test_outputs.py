@@ -8,6 +8,7 @@ untouched); then each section's weight times the share of its tests that pass: t
 
 import csv
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,17 @@ STRESS_CLOSING = [29840.00, 60750.04, 35534.22, 71205.28, 37665.53, 72529.58, 61
 SUMMARY = [[126352.40, 6108.34], [1, 7], [0, 9], [0.0, 53891.66]]
 # the same after opening cash 152,500 (Inputs!B2) and a stress collection rate of 0.9 (Inputs!B4)
 SUMMARY_CHANGED = [[136352.40, 39840.00], [1, 1], [0, 3], [0.0, 20160.00]]
+# the closing cash after week-1 receipts fall by 20,000 (Inputs!C9) and week-7 suppliers rise by
+# 10,000 (Inputs!E15): every Base and Stress week moves, the Stress case falls below zero
+BASE_CHANGED = [106352.40, 143432.05, 147560.75, 186380.75, 174528.65, 211028.55, 174105.35, 215223.00,
+                196089.40, 241091.95, 244229.15, 283720.60, 275015.15]
+STRESS_CHANGED = [29840.00, 43750.04, 18534.22, 54205.28, 20665.53, 55529.58, -20891.66, 21597.52, -7216.52,
+                  12544.38, 4941.64, 37221.83, -3505.39]
+# the result cells the tests check (Stress!B2 is 0 by the policy: collections arrive a week late,
+# so nothing is collected in week 1 and there is nothing for it to reference)
+RESULTS = [(s, f"{c}{r}") for s in ("Base", "Stress") for c in "BCDE" for r in range(2, 15)
+           if (s, c, r) != ("Stress", "B", 2)]
+RESULTS += [("Summary", f"{c}{r}") for c in "BC" for r in range(2, 6)]
 INPUT_HASHES = {
     "assumptions.csv": "cb4841b4afe509bd847894f1118a070e06311141c3165b65ed1fb21dea0ec581",
     "weekly_plan.csv": "cd6b0f25a4dbad1e915ea5cc33bb519588ba9a5c48f1eee76aef13e6575b9334",
@@ -57,6 +69,39 @@ def close(got, want):
     return isinstance(got, (int, float)) and not isinstance(got, bool) and abs(got - want) <= TOL
 
 
+# A result cell the tests check counts only as a formula that references at least one cell or range
+# (B2, $B$2, Inputs!B4, 'Weekly plan'!C3, B2:B9, A:A): a pasted value, or a constant formula such as
+# =126352.40, =100+26252.4, =LOG10(100) or ="B2", fails the formula test and every value test of
+# that cell. Text in quotes (strings, quoted sheet names) is set aside first; a function name (LOG10)
+# is followed by "(" and a name or number runs into the letters or digits around it, so neither counts.
+_QUOTED = re.compile(r"\"(?:[^\"]|\"\")*\"|'(?:[^']|'')*'")
+_CELL_REF = re.compile(r"(?<![\w.$])(?:\$?[A-Za-z]{1,3}\$?[0-9]+|\$?[A-Za-z]{1,3}:\$?[A-Za-z]{1,3}|\$?[0-9]+:\$?[0-9]+)"
+                       r"(?![\w(.!])")
+
+
+def references_cells(formula):
+    """True when ``formula`` (a cell's value as openpyxl reads it) is a formula referencing a cell."""
+    text = str(getattr(formula, "text", formula) or "")
+    if not text.startswith("="):
+        return False
+    body = _QUOTED.sub(lambda m: '""' if m.group().startswith('"') else "S", text[1:])
+    return _CELL_REF.search(body) is not None
+
+
+def pasted(path=BOOK):
+    """The result cells (RESULTS) that are not formulas referencing cells: [(sheet, cell)]."""
+    from openpyxl import load_workbook
+
+    wb = load_workbook(path)
+    return [(s, c) for s, c in RESULTS if s not in wb.sheetnames or not references_cells(wb[s][c].value)]
+
+
+def live(values, path=BOOK):
+    """``values`` (from recalc) with every result cell that is not a formula referencing cells set
+    to None, so that the value tests of a pasted value or a constant formula fail."""
+    return {**values, **dict.fromkeys((s.upper(), c) for s, c in pasted(path))}
+
+
 def memo_text():
     from pypdf import PdfReader
 
@@ -67,7 +112,14 @@ def memo_text():
 
 @pytest.fixture(scope="module")
 def values():
+    """Every cell as recalculated (what the CSV and the memo must agree with)."""
     return recalc(BOOK)
+
+
+@pytest.fixture(scope="module")
+def results(values):
+    """The same, with the result cells that are not formulas referencing cells set to None."""
+    return live(values)
 
 
 def test_gate_deliverables_exist():
@@ -89,39 +141,38 @@ def test_base_layout_and_inputs():
     assert [ws[f"F{r}"].value for r in (9, 15, 21)] == pytest.approx([18500.0, 39600.0, 18500.0])
 
 
-def test_base_forecast(values):
-    got = [values.get(("BASE", f"E{r}")) for r in range(2, 15)]
+def test_base_forecast(results):
+    got = [results.get(("BASE", f"E{r}")) for r in range(2, 15)]
     assert all(close(g, w) for g, w in zip(got, BASE_CLOSING)), got
-    assert close(values.get(("BASE", "C8")), 139870.0) and close(values.get(("BASE", "D8")), -26923.20)
+    assert close(results.get(("BASE", "C8")), 139870.0) and close(results.get(("BASE", "D8")), -26923.20)
 
 
-def test_risk_stress_forecast(values):
-    receipts = [values.get(("STRESS", f"B{r}")) for r in range(2, 15)]
+def test_risk_stress_forecast(results):
+    receipts = [results.get(("STRESS", f"B{r}")) for r in range(2, 15)]
     assert all(close(g, w) for g, w in zip(receipts, STRESS_RECEIPTS)), receipts
-    got = [values.get(("STRESS", f"E{r}")) for r in range(2, 15)]
+    got = [results.get(("STRESS", f"E{r}")) for r in range(2, 15)]
     assert all(close(g, w) for g, w in zip(got, STRESS_CLOSING)), got
 
 
-def test_risk_summary_sheet(values):
-    got = [[values.get(("SUMMARY", f"{c}{r}")) for c in "BC"] for r in range(2, 6)]
+def test_risk_summary_sheet(results):
+    got = [[results.get(("SUMMARY", f"{c}{r}")) for c in "BC"] for r in range(2, 6)]
     assert all(close(g, w) for row, want in zip(got, SUMMARY) for g, w in zip(row, want)), got
 
 
 def test_model_results_are_formulas():
-    from openpyxl import load_workbook
-
-    wb = load_workbook(BOOK)
-    cells = [(s, f"{c}{r}") for s in ("Base", "Stress") for c in "BCDE" for r in range(2, 15)]
-    cells += [("Summary", f"{c}{r}") for c in "BC" for r in range(2, 6)]
-    pasted = [f"{s}!{cell}" for s, cell in cells
-              if not str(getattr(wb[s][cell].value, "text", wb[s][cell].value) or "").startswith("=")]
-    assert not pasted, f"values instead of formulas: {pasted[:10]}"
+    bad = pasted()
+    assert not bad, f"values or constant formulas instead of formulas referencing cells: {bad[:10]}"
 
 
 def test_model_recalculates_when_inputs_change():
-    values = recalc(BOOK, {("Inputs", "B2"): 152500.0, ("Inputs", "B4"): 0.9})
+    values = live(recalc(BOOK, {("Inputs", "B2"): 152500.0, ("Inputs", "B4"): 0.9}))
     got = [[values.get(("SUMMARY", f"{c}{r}")) for c in "BC"] for r in range(2, 6)]
     assert all(close(g, w) for row, want in zip(got, SUMMARY_CHANGED) for g, w in zip(row, want)), got
+    later = live(recalc(BOOK, {("Inputs", "C9"): 76512.40, ("Inputs", "E15"): 68420.00}))
+    for sheet, want in (("BASE", BASE_CHANGED), ("STRESS", STRESS_CHANGED)):
+        got = [later.get((sheet, f"E{r}")) for r in range(2, 15)]
+        assert all(close(g, w) for g, w in zip(got, want)), (sheet, got)
+    assert later.get(("SUMMARY", "C4")) == 13 and close(later.get(("SUMMARY", "C5")), 80891.66)
 
 
 def test_risk_summary_csv():

@@ -8,6 +8,7 @@ untouched); then each section's weight times the share of its tests that pass.""
 
 import csv
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,10 @@ DSCR = [1.210860, 1.418382, 1.526903, 1.358601, 1.702820]
 YEAR_END = [910401.154327, 706691.572416, 487821.074297, 252661.321596, 0.0]
 LEVERAGE = [2.862897, 1.897159, 1.216511, 0.708132, 0.0]
 STATUS = ["BREACH", "OK", "OK", "OK", "OK"]
+# the result cells the tests check
+RESULTS = [("Schedule", f"{c}{r}") for c in "BCDEF" for r in range(2, 62)]
+RESULTS += [("Covenants", f"{c}{r}") for c in "BCDEFGHI" for r in range(2, 7)]
+RESULTS += [("Covenants", f"B{r}") for r in (8, 9, 10)]
 INPUT_HASHES = {
     "ebitda_forecast.csv": "c38c7837af1b3fef6545c3fcb175d55d71e6f5682210d71fc53280173c1f244b",
     "loan_terms.csv": "2fc0e928d8656a995ddfcbe5abf83344e2126252fb47e7765de109c229825b89",
@@ -59,6 +64,39 @@ def close(got, want, tol=TOL):
     return isinstance(got, (int, float)) and not isinstance(got, bool) and abs(got - want) <= tol
 
 
+# A result cell the tests check counts only as a formula that references at least one cell or range
+# (B2, $B$2, Inputs!B4, 'Weekly plan'!C3, B2:B9, A:A): a pasted value, or a constant formula such as
+# =126352.40, =100+26252.4, =LOG10(100) or ="B2", fails the formula test and every value test of
+# that cell. Text in quotes (strings, quoted sheet names) is set aside first; a function name (LOG10)
+# is followed by "(" and a name or number runs into the letters or digits around it, so neither counts.
+_QUOTED = re.compile(r"\"(?:[^\"]|\"\")*\"|'(?:[^']|'')*'")
+_CELL_REF = re.compile(r"(?<![\w.$])(?:\$?[A-Za-z]{1,3}\$?[0-9]+|\$?[A-Za-z]{1,3}:\$?[A-Za-z]{1,3}|\$?[0-9]+:\$?[0-9]+)"
+                       r"(?![\w(.!])")
+
+
+def references_cells(formula):
+    """True when ``formula`` (a cell's value as openpyxl reads it) is a formula referencing a cell."""
+    text = str(getattr(formula, "text", formula) or "")
+    if not text.startswith("="):
+        return False
+    body = _QUOTED.sub(lambda m: '""' if m.group().startswith('"') else "S", text[1:])
+    return _CELL_REF.search(body) is not None
+
+
+def pasted(path=BOOK):
+    """The result cells (RESULTS) that are not formulas referencing cells: [(sheet, cell)]."""
+    from openpyxl import load_workbook
+
+    wb = load_workbook(path)
+    return [(s, c) for s, c in RESULTS if s not in wb.sheetnames or not references_cells(wb[s][c].value)]
+
+
+def live(values, path=BOOK):
+    """``values`` (from recalc) with every result cell that is not a formula referencing cells set
+    to None, so that the value tests of a pasted value or a constant formula fail."""
+    return {**values, **dict.fromkeys((s.upper(), c) for s, c in pasted(path))}
+
+
 def covenant_column(values, col):
     return [values.get(("COVENANTS", f"{col}{r}")) for r in range(2, 7)]
 
@@ -80,7 +118,14 @@ def memo_text():
 
 @pytest.fixture(scope="module")
 def values():
+    """Every cell as recalculated (what the CSV and the memo must agree with)."""
     return recalc(BOOK)
+
+
+@pytest.fixture(scope="module")
+def results(values):
+    """The same, with the result cells that are not formulas referencing cells set to None."""
+    return live(values)
 
 
 def test_gate_deliverables_exist():
@@ -100,50 +145,43 @@ def test_schedule_layout_and_inputs():
         "Month", "Opening balance", "Payment", "Interest", "Principal", "Closing balance"]
 
 
-def test_schedule_values(values):
+def test_schedule_values(results):
     for month, want in SCHEDULE.items():
-        got = [values.get(("SCHEDULE", f"{c}{month + 1}")) for c in "BCDEF"]
+        got = [results.get(("SCHEDULE", f"{c}{month + 1}")) for c in "BCDEF"]
         assert all(close(g, w) for g, w in zip(got, want)), (month, got)
 
 
-def test_covenants_debt_service_dscr_and_leverage(values):
-    assert all(close(g, w) for g, w in zip(covenant_column(values, "B"), EBITDA))
-    assert all(close(g, DEBT_SERVICE) for g in covenant_column(values, "C")), covenant_column(values, "C")
-    dscr, balance, leverage = (covenant_column(values, c) for c in "DEF")
+def test_covenants_debt_service_dscr_and_leverage(results):
+    assert all(close(g, w) for g, w in zip(covenant_column(results, "B"), EBITDA))
+    assert all(close(g, DEBT_SERVICE) for g in covenant_column(results, "C")), covenant_column(results, "C")
+    dscr, balance, leverage = (covenant_column(results, c) for c in "DEF")
     assert all(close(g, w, RATIO_TOL) for g, w in zip(dscr, DSCR)), dscr
     assert all(close(g, w) for g, w in zip(balance, YEAR_END)), balance
     assert all(close(g, w, RATIO_TOL) for g, w in zip(leverage, LEVERAGE)), leverage
 
 
-def test_covenants_flags_and_summary(values):
-    assert covenant_column(values, "G") == [False, True, True, True, True]
-    assert covenant_column(values, "H") == [True] * 5
-    assert covenant_column(values, "I") == STATUS
-    assert close(values.get(("COVENANTS", "B8")), PAYMENT) and close(values.get(("COVENANTS", "B9")), TOTAL_INTEREST)
-    assert values.get(("COVENANTS", "B10")) == 1
+def test_covenants_flags_and_summary(results):
+    assert covenant_column(results, "G") == [False, True, True, True, True]
+    assert covenant_column(results, "H") == [True] * 5
+    assert covenant_column(results, "I") == STATUS
+    assert close(results.get(("COVENANTS", "B8")), PAYMENT) and close(results.get(("COVENANTS", "B9")), TOTAL_INTEREST)
+    assert results.get(("COVENANTS", "B10")) == 1
 
 
 def test_model_results_are_formulas():
-    from openpyxl import load_workbook
-
-    wb = load_workbook(BOOK)
-    cells = [("Schedule", f"{c}{r}") for c in "BCDEF" for r in range(2, 62)]
-    cells += [("Covenants", f"{c}{r}") for c in "BCDEFGHI" for r in range(2, 7)]
-    cells += [("Covenants", f"B{r}") for r in (8, 9, 10)]
-    pasted = [f"{s}!{cell}" for s, cell in cells
-              if not str(getattr(wb[s][cell].value, "text", wb[s][cell].value) or "").startswith("=")]
-    assert not pasted, f"values instead of formulas: {pasted[:10]}"
+    bad = pasted()
+    assert not bad, f"values or constant formulas instead of formulas referencing cells: {bad[:10]}"
 
 
 def test_model_recalculates_when_the_forecast_changes():
-    better = recalc(BOOK, {("Inputs", "B10"): 340000.0})
+    better = live(recalc(BOOK, {("Inputs", "B10"): 340000.0}))
     assert close(better.get(("COVENANTS", "D2")), 1.294631, RATIO_TOL)
     assert close(better.get(("COVENANTS", "F2")), 2.677650, RATIO_TOL)
     assert covenant_column(better, "I") == ["OK"] * 5 and better.get(("COVENANTS", "B10")) == 0
 
 
 def test_model_recalculates_when_the_principal_changes():
-    bigger = recalc(BOOK, {("Inputs", "B2"): 1280000.0})
+    bigger = live(recalc(BOOK, {("Inputs", "B2"): 1280000.0}))
     assert close(bigger.get(("COVENANTS", "B8")), 25466.489369)
     assert close(bigger.get(("COVENANTS", "B9")), 247989.362130)
     assert close(bigger.get(("COVENANTS", "F2")), 3.331371, RATIO_TOL) and bigger.get(("COVENANTS", "H2")) is False
