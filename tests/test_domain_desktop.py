@@ -88,6 +88,51 @@ def test_at_least_four_seeds_with_the_desktop_actions_the_base_recipe_and_the_ki
         assert f"ENV DESKTOP_DOCUMENT={document}" in (path / "environment" / "Dockerfile").read_text()
 
 
+RECALC = REPO / "aes" / "domains" / "kit" / "recalc.py"
+CALC_SEEDS = [p for p in SEED_DIRS if "openpyxl" in (p / "tests" / "test_outputs.py").read_text()]
+
+
+class _Sheet(dict):
+    """A worksheet as the tests see it: ``ws["B2"].value``."""
+
+    title = "Sales"
+
+    def __getitem__(self, key):
+        return SimpleNamespace(value=self.get(key))
+
+
+def test_calc_seeds_compute_values_from_the_formulas_never_from_stored_values():
+    """A workbook stores a value next to each formula and whoever wrote the file chose it: the Calc
+    seeds' tests compute every checked cell with the kit's recalc.py (a byte copy) instead."""
+    assert len(CALC_SEEDS) >= 2
+    for path in CALC_SEEDS:
+        tests = (path / "tests" / "test_outputs.py").read_text()
+        assert "data_only" not in tests and "from recalc import evaluate" in tests, path.name
+        assert (path / "tests" / "recalc.py").read_bytes() == RECALC.read_bytes(), path.name
+
+
+def test_recalc_follows_moved_inputs_and_refuses_what_it_cannot_read():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("recalc_kit", RECALC)
+    recalc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recalc)
+    ws = _Sheet({"B2": 1240, "C2": 1315, "D2": 1190, "E2": 1402, "F2": "=SUM(B2:E2)", "G2": "=5147",
+                 "H2": "=($F$2-B2)*2.5%+ROUND(B2/3,1)", "I2": "=I2+1", "J2": "=VLOOKUP(B2,B2:C3,2)", "K2": '="x"',
+                 "L2": "=F2*Sales!C2", "M2": "=F2*Audit!C2"})
+    assert recalc.evaluate(ws, "F2") == 5147
+    assert recalc.evaluate(ws, "F2", {"B2": 2240}) == 6147  # a live formula follows its inputs
+    assert recalc.evaluate(ws, "G2") == 5147 and recalc.evaluate(ws, "G2", {"B2": 2240}) == 5147  # a constant does not
+    assert recalc.evaluate(ws, "H2") == pytest.approx((5147 - 1240) * 0.025 + 413.3)
+    assert recalc.evaluate(ws, "L2") == 5147 * 1315
+    for cell, message in (("I2", "refers to itself"), ("J2", "VLOOKUP() is not supported"), ("K2", "cannot read"),
+                          ("M2", "on another sheet")):
+        with pytest.raises(recalc.FormulaError, match=re.escape(message)):
+            recalc.evaluate(ws, cell)
+    assert recalc.references("=SUM(B2:C3)") == {"B2", "B3", "C2", "C3"}
+    assert recalc.references("=5147") == set() and recalc.references('="B2"') == set()
+
+
 @pytest.mark.parametrize("path", SEED_DIRS, ids=lambda p: p.name)
 def test_seed_tests_are_gated_by_a_fixture_every_test_uses(path):
     text = (path / "tests" / "test_outputs.py").read_text()
