@@ -46,7 +46,8 @@ def test_task_format_documents_the_base_image_lines_verbatim():
     text = (DOMAIN / "instructions" / "task_format.md").read_text()
     for word, args in _base():
         assert f"{word} {args}" in text
-    for code in ("professional.inputs_changed", "professional.deliverable_missing", "nop.reward_not_zero"):
+    for code in ("professional.inputs_changed", "professional.deliverable_missing", "nop.reward_not_zero",
+                 "professional.values_only_rewarded"):
         assert code in text
     for words in ("test_gate_deliverables_exist", "test_gate_inputs_unchanged", "WEIGHTS = {"):
         assert words in text
@@ -127,13 +128,52 @@ def test_reward_is_zero_without_the_gates_and_weighted_by_section_with_them(tmp_
     assert _reward(tmp_path, nop) == 0.0
     edited_inputs = {**dict.fromkeys(tests, "pass"), "test_gate_inputs_unchanged": "failure"}
     assert _reward(tmp_path, edited_inputs) == 0.0
-    # a pasted-values workbook: the model section (25%, two tests) is lost
+    # a pasted-values workbook: the model section (25%, two tests) is lost, and so are the value tests
+    # of the pasted cells (half the Base forecast, two thirds of risk); the CSV and the memo stay
     pasted = {**dict.fromkeys(tests, "pass"), "test_model_results_are_formulas": "failure",
-              "test_model_recalculates_when_inputs_change": "error"}
-    assert _reward(tmp_path, pasted) == 0.75
+              "test_model_recalculates_when_inputs_change": "error", "test_base_forecast": "failure",
+              "test_risk_stress_forecast": "failure", "test_risk_summary_sheet": "failure"}
+    assert _reward(tmp_path, pasted) == pytest.approx(0.40, abs=1e-4)
     memo_half = {**dict.fromkeys(tests, "pass"), "test_memo_agrees_with_the_workbook": "skipped"}
     assert _reward(tmp_path, memo_half) == pytest.approx(1 - 0.15 / 2, abs=1e-4)
     assert _reward(tmp_path, {}) == 0.0
+
+
+def _seed_tests(path: Path):
+    """A seed's tests/test_outputs.py as a module (it imports openpyxl, formulas and pypdf only
+    inside its functions)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"professional_{path.name.replace('-', '_')}",
+                                                  path / "tests" / "test_outputs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+REFERENCES = ["=B2*C2", "=SUM(Inputs!B2:B9)", "='Weekly plan'!C3", "=$B$2", "=Inputs!$B$4*Inputs!C9", "=b2+1",
+              '=COUNTIF(Base!E2:E14,"<"&Inputs!$B$3)', "=SUM(A:A)", "=SUM(2:2)", "=Q1!B2", "=LOG10(B2)",
+              "='It''s Q1'!A1", '=IF(AND(G2,H2),"OK","BREACH")']
+CONSTANTS = ["=126352.40", "=100+26252.4", "=LOG10(100)", '="B2"', '="a""B2"""', "=1E5", "=0", "=ATAN2(1,2)",
+             "=TRUE", "=PI()*2", "126352.4", "B2", 126352.4, None]
+
+
+@pytest.mark.parametrize("path", SEED_DIRS, ids=lambda p: p.name)
+def test_seed_result_cells_count_only_as_formulas_that_reference_cells(path):
+    """Every seed's tests credit a result cell only when its formula references a cell or range:
+    not a pasted value, a constant formula, a function name with digits, or a reference in quotes."""
+    module = _seed_tests(path)
+    assert [f for f in REFERENCES if not module.references_cells(f)] == []
+    assert [f for f in CONSTANTS if module.references_cells(f)] == []
+    # the same helper in every seed, and every value test reads the result cells through it
+    import inspect
+
+    first = _seed_tests(SEED_DIRS[0])
+    assert inspect.getsource(module.references_cells) == inspect.getsource(first.references_cells)
+    assert module._CELL_REF.pattern == first._CELL_REF.pattern and module.RESULTS
+    source = (path / "tests" / "test_outputs.py").read_text()
+    helpers = source[source.index("_QUOTED = "):source.index("\n\n\n", source.index("def live("))]
+    assert helpers in (DOMAIN / "instructions" / "task_format.md").read_text()
 
 
 def test_static_reasons_name_bad_metadata_and_paths_the_instruction_does_not_name(tmp_path):
@@ -188,6 +228,43 @@ def test_domain_checks_reject_broken_variants_with_their_codes(sandbox, cfg, tmp
             assert "/app/inputs/notes.txt (added)" in reasons[0].message
     assert codes == {"scribbler": ["professional.inputs_changed"],
                      "lazy": ["professional.deliverable_wrong_format", "professional.deliverable_missing"]}
+
+
+CASH = SEEDS / "cash-forecast-13wk"
+
+
+@pytest.mark.docker
+def test_values_only_probe_earns_under_half_and_a_seed_that_credits_pasted_values_is_rejected(sandbox, cfg,
+                                                                                               tmp_path):
+    """The reference's deliverables with every workbook formula replaced by its value earn < 0.5 on
+    the cash forecast seed; a variant whose value tests read the recalculated values as they are
+    (pasted values count, as before the seeds required formulas that reference cells) is rejected."""
+    from aes.domains.professional.checks import VALUES_ONLY_MAX, ValuesOnly, _values_only, checks
+    from aes.sandbox import TrialRunner
+
+    runner = TrialRunner(cfg.sandbox, sandbox)
+    task = load_task(CASH)
+    build = runner.sandbox.build(task)
+    assert build.image, build.reason
+    trial = runner.run(task, ValuesOnly(["/app/deliverables/cash_forecast.xlsx"]), build.image)
+    assert trial.agent_info["solve_exit"] == 0 and trial.agent_info["rewrite_exit"] == 0, trial.agent_info
+    assert "formulas replaced by their values" in trial.agent_info["rewrite_output"]
+    assert trial.reward is not None and trial.reward < VALUES_ONLY_MAX, (trial.reward, trial.verifier_output[-2000:])
+    assert trial.reward == pytest.approx(0.40, abs=1e-4)
+    assert _values_only(trial) == []
+
+    lenient = tmp_path / "lenient"
+    shutil.copytree(CASH, lenient)
+    tests = lenient / "tests" / "test_outputs.py"
+    text = tests.read_text()
+    strict = "    return {**values, **dict.fromkeys((s.upper(), c) for s, c in pasted(path))}\n"
+    assert strict in text
+    tests.write_text(text.replace(strict, "    return values\n"))
+    build = runner.sandbox.build(load_task(lenient))
+    assert build.image, build.reason
+    reasons = checks(lenient, runner, build.image)
+    assert [r.code for r in reasons] == ["professional.values_only_rewarded"], reasons
+    assert "its tests credit pasted values" in reasons[0].message and "0.75" in reasons[0].message
 
 
 @pytest.mark.docker

@@ -22,16 +22,30 @@ On top of checks 1-4:
 * ``professional.deliverable_missing``: after the reference run a deliverable is absent or empty;
 * ``professional.deliverable_wrong_format``: a ``.pdf`` deliverable does not start with
   ``%PDF-``, or an Office Open XML one (``.xlsx``, ``.xlsm``, ``.docx``, ``.pptx``) is not a zip;
-* ``professional.check_failed``: the check trial broke before it could tell (infrastructure, a
-  dead container); the message says how.
+* ``professional.values_only_rewarded``: the tests credit pasted values: a copy of the reference's
+  deliverables in which every formula of every ``.xlsx``/``.xlsm`` workbook is replaced by its
+  value earns at least :data:`VALUES_ONLY_MAX` (0.5). Such a workbook is what a policy gets by
+  computing the answers offline and pasting them, with no model at all; the value sections must
+  credit only result cells whose formulas reference cells;
+* ``professional.check_failed``: a check trial broke before it could tell (infrastructure, a
+  dead container, a workbook the probe could not rewrite); the message says how.
 
-One trial on the task's image with a check agent (:class:`ReferenceAudit`): it hashes the inputs
-in the fresh container, runs solution/solve.sh as the oracle does, hashes them again and looks at
-the deliverables, all inside the reference's own container.
+Two trials on the task's image, side by side, each with a check agent. :class:`ReferenceAudit`
+hashes the inputs in the fresh container, runs solution/solve.sh as the oracle does, hashes them
+again and looks at the deliverables, all inside the reference's own container. :class:`ValuesOnly`
+(only for a task with a workbook deliverable) runs solve.sh, then rewrites each workbook in the
+container with every formula replaced by its value, recalculated with the ``formulas`` package
+that the task image has for its tests (or, in an image without it, the values cached in the file
+when openpyxl finds one for every formula); the verifier then scores that, as it scores any agent's
+work. An image without Python 3 or openpyxl, or without ``formulas`` and with a workbook that
+caches no values (openpyxl writes none), cannot tell: the check is skipped for that task, with no
+reason. The probe's verdict is given only when the reference audit finds nothing (it presumes a
+reference whose deliverables are there and of their type).
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from aes.sandbox import AgentRun, Container
@@ -41,7 +55,66 @@ INPUTS_KEY, DELIVERABLES_KEY = "inputs", "deliverables"
 MAGIC = {".pdf": b"%PDF-", ".xlsx": b"PK\x03\x04", ".xlsm": b"PK\x03\x04", ".docx": b"PK\x03\x04",
          ".pptx": b"PK\x03\x04"}
 """The first bytes of a deliverable of each type."""
+WORKBOOKS = (".xlsx", ".xlsm")
+"""The deliverables that :class:`ValuesOnly` rewrites with values in place of formulas."""
+VALUES_ONLY_MAX = 0.5
+"""A values-only copy of the reference's deliverables that earns this much or more is rejected."""
+CANNOT_TELL = 3
+"""The exit status of :data:`VALUES_ONLY_SCRIPT` when the image cannot recalculate or read values."""
 _TAIL = 600
+
+VALUES_ONLY_SCRIPT = r'''
+import sys
+try:
+    from openpyxl import load_workbook
+except ImportError:
+    print("cannot tell: no openpyxl in the image"); sys.exit(3)
+try:
+    import formulas
+except ImportError:
+    formulas = None
+
+
+def recalculated(path):
+    import schedula
+    values = {}
+    for key, ranges in formulas.ExcelModel().loads(path).finish().calculate().items():
+        where, _, ref = key.rpartition("!")
+        if ":" in ref:
+            continue
+        value = getattr(ranges, "value", ranges)
+        value = value[0, 0] if getattr(value, "shape", None) else value
+        value = value.item() if hasattr(value, "item") else value
+        if value is schedula.EMPTY:
+            value = None
+        values[(where.strip("'").split("]", 1)[-1].upper(), ref.replace("$", ""))] = value
+    return values
+
+
+for path in sys.argv[1:]:
+    vba = path.lower().endswith(".xlsm")
+    book = load_workbook(path, keep_vba=vba)
+    cells = [(ws.title, cell) for ws in book.worksheets for row in ws.iter_rows() for cell in row
+             if cell.data_type == "f"]
+    if formulas is not None:
+        values = recalculated(path)
+        value_of = lambda sheet, cell: values.get((sheet.upper(), cell.coordinate))
+    else:
+        cached = load_workbook(path, data_only=True, keep_vba=vba)
+        if any(cached[sheet][cell.coordinate].value is None for sheet, cell in cells):
+            print(f"cannot tell: no formulas package in the image and {path} caches no values"); sys.exit(3)
+        value_of = lambda sheet, cell: cached[sheet][cell.coordinate].value
+    for sheet, cell in cells:
+        value = value_of(sheet, cell)
+        if value is not None and not isinstance(value, (bool, int, float, str)):
+            value = str(value)  # an Excel error such as #DIV/0!
+        cell.value = value
+        if isinstance(value, str):
+            cell.data_type = "s"  # text, even when it starts with "="
+    book.save(path)
+    print(f"{path}: {len(cells)} formulas replaced by their values")
+'''
+"""Rewrites each workbook named on its command line with every formula replaced by its value."""
 
 # sha256 of every regular file under each path ("missing PATH" for a path that is not there)
 _HASH = ('for p in "$@"; do if [ -d "$p" ]; then find "$p" -type f -exec sha256sum {} +; '
@@ -97,6 +170,56 @@ class ReferenceAudit:
         return AgentRun(exit_code=solve.exit_code, output=solve.output, timed_out=solve.timed_out, info=info)
 
 
+class ValuesOnly:
+    """A check agent: the reference solution, then every workbook deliverable rewritten with each
+    formula replaced by its value (:data:`VALUES_ONLY_SCRIPT`, as the agent's user), for the
+    verifier to score. ``info``: ``solve_exit``, ``solve_output``, ``rewrite_exit`` (None when
+    solve.sh failed; :data:`CANNOT_TELL` when the image cannot recalculate), ``rewrite_output``."""
+
+    name = "professional-values-only"
+
+    def __init__(self, workbooks: list[str]):
+        self.workbooks = workbooks
+
+    def run(self, task: Task, container: Container, timeout: float) -> AgentRun:
+        container.upload_dir(task.solution_dir, "/solution", executable=("solve.sh",))
+        env = {"DEBIAN_FRONTEND": "noninteractive", **task.spec.solution_env}
+        solve = container.exec(["bash", "-c", "/solution/solve.sh"], max(timeout * 0.75, 1.0), env=env,
+                               user=task.spec.agent_user)
+        info: dict = {"solve_exit": solve.exit_code, "solve_output": _tail(solve.output), "rewrite_exit": None}
+        if solve.exit_code != 0:
+            return AgentRun(exit_code=solve.exit_code, output=solve.output, timed_out=solve.timed_out, info=info)
+        rewrite = container.exec(["sh", "-c", 'command -v python3 >/dev/null || { echo "cannot tell: no python3"; '
+                                  f'exit {CANNOT_TELL}; }}; exec python3 -c "$0" "$@"', VALUES_ONLY_SCRIPT,
+                                  *self.workbooks], max(timeout * 0.25, 60.0), user=task.spec.agent_user)
+        info["rewrite_exit"], info["rewrite_output"] = rewrite.exit_code, _tail(rewrite.output)
+        return AgentRun(exit_code=rewrite.exit_code, output=solve.output + rewrite.output,
+                        timed_out=rewrite.timed_out, info=info)
+
+
+def _values_only(trial) -> list[Reason]:
+    """The reason the values-only probe gives (none when it cannot tell)."""
+    info = trial.agent_info
+    if "solve_exit" not in info:
+        return [Reason("professional.check_failed", f"the values-only check trial ended before the reference ran "
+                                                    f"({trial.outcome.value}: {trial.detail[:300]})")]
+    if info["solve_exit"] != 0 or info.get("rewrite_exit") == CANNOT_TELL:
+        return []  # the reference audit reports a failing solve.sh; an image without formulas cannot tell
+    if info.get("rewrite_exit") != 0:
+        return [Reason("professional.check_failed",
+                       f"the values-only probe could not rewrite the workbooks (exit {info.get('rewrite_exit')}): "
+                       f"{info.get('rewrite_output', '')}")]
+    if trial.reward is None:
+        return [Reason("professional.check_failed", f"the verifier gave the values-only copy no reward "
+                                                    f"({trial.outcome.value}: {trial.detail[:300]})")]
+    if trial.reward >= VALUES_ONLY_MAX:
+        return [Reason("professional.values_only_rewarded",
+                       f"its tests credit pasted values: the reference's deliverables with every workbook formula "
+                       f"replaced by its value earn {trial.reward:.2f} (at least {VALUES_ONLY_MAX}); a result cell "
+                       f"must count only when its formula references cells ({info.get('rewrite_output', '')})")]
+    return []
+
+
 def _paths(task: Task, key: str) -> list[str] | None:
     value = task.spec.metadata.get(key)
     if not isinstance(value, list) or not value:
@@ -134,7 +257,20 @@ def checks(task_dir: Path, runner, image: str) -> list[Reason]:
     reasons, inputs, deliverables = static_reasons(task)
     if reasons:
         return reasons
-    trial = runner.run(task, ReferenceAudit(inputs, deliverables), image)
+    workbooks = [p for p in deliverables if p.lower().endswith(WORKBOOKS)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        audit = pool.submit(runner.run, task, ReferenceAudit(inputs, deliverables), image)
+        probe = pool.submit(runner.run, task, ValuesOnly(workbooks), image) if workbooks else None
+        trial, values_only = audit.result(), probe.result() if probe else None
+    reasons = _audit(trial, deliverables)
+    if reasons or values_only is None:
+        return reasons  # the probe presumes a sound reference: fix what the audit found first
+    return _values_only(values_only)
+
+
+def _audit(trial, deliverables: list[str]) -> list[Reason]:
+    """The reasons the reference audit gives."""
+    reasons: list[Reason] = []
     info = trial.agent_info
     before, after, found = info.get("before"), info.get("after"), info.get("deliverables")
     if not isinstance(before, dict) or not isinstance(after, dict) or not isinstance(found, dict):
