@@ -266,3 +266,49 @@ def test_reset_check_rejects_an_app_that_seeds_its_data_from_the_clock(sandbox):
                        ).validate(CLOCK_SEEDED)
     assert report.oracle_reward == 1.0 and report.nop_reward == 0.0
     assert not report.valid and [r.code for r in report.reasons] == ["reset.state_differs"]
+
+
+def test_every_seed_names_its_app_data_and_the_domain_checks_it():
+    from aes.compose import domain_checks
+    from aes.domains.agent_access import app_data
+    from aes.domains.browser.checks import checks
+
+    assert domain_checks(compose_config(["domain=browser"])) is checks
+    for path in SEED_DIRS:
+        paths = app_data(load_task(path))
+        assert paths and all(p.startswith("/srv/") for p in paths), path.name
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_agent_access_check_rejects_app_data_the_agent_can_write(sandbox, cfg, tmp_path):
+    """The agent's user must not be able to change the app's state except through the app: a variant
+    whose database folder anyone may write, one whose agent is root, one that names no app data."""
+    import shutil
+
+    from aes.domains.browser.checks import checks
+
+    runner = TrialRunner(cfg.sandbox, sandbox)
+    variants = {}
+    for name in ("as-built", "writable", "root-agent", "unnamed", "missing"):
+        variants[name] = path = tmp_path / name
+        shutil.copytree(CASE, path)
+    dockerfile = variants["writable"] / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text().replace("chmod -R go-rwx /srv/console", "chmod -R a+rwX /srv/console"))
+    for name, old, new in (("root-agent", 'user = "agent"', 'user = "root"'),
+                           ("unnamed", 'app_data = ["/srv/console"]', ""),
+                           ("missing", 'app_data = ["/srv/console"]', 'app_data = ["/srv/console", "/srv/nowhere"]')):
+        toml = variants[name] / "task.toml"
+        assert old in toml.read_text()
+        toml.write_text(toml.read_text().replace(old, new, 1))
+    codes = {}
+    for name, path in variants.items():
+        build = sandbox.build(load_task(path))
+        assert build.image, build.reason
+        reasons = checks(path, runner, build.image)
+        codes[name] = [r.code for r in reasons]
+        if name == "writable":
+            assert "/srv/console" in reasons[0].message
+    assert codes == {"as-built": [], "writable": ["browser.agent_can_write_app_data"],
+                     "root-agent": ["browser.agent_is_root"], "unnamed": ["browser.no_app_data"],
+                     "missing": ["browser.app_data_missing"]}

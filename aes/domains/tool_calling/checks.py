@@ -17,6 +17,10 @@ are probed side by side:
   records that ``allowed_changes`` names.
 
 And the two fresh dumps must be equal (the service starts from the same seeded state every time).
+Then the service's code, data and sudo rule (``[metadata] app_data``) must be out of the agent
+user's reach (:mod:`aes.domains.agent_access`: ``tool_calling.no_app_data``,
+``tool_calling.agent_can_write_app_data``, ``tool_calling.agent_is_root``, ...): the state changes
+only through the tools.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from aes.agents.mcp import McpClient
+from aes.domains.agent_access import access_reasons
 from aes.sandbox import AgentRun, OracleAgent
 from aes.tasks import Reason, load_task
 
@@ -130,6 +135,7 @@ def checks(task_dir: str | Path, runner, image: str) -> list[Reason]:
         idle_f = pool.submit(runner.run, task, _IdleProbe(command), image)
         ref_f = pool.submit(runner.run, task, _ReferenceProbe(command), image)
         idle, ref = idle_f.result().agent_info, ref_f.result().agent_info
+    reasons.extend(access_reasons("tool_calling", task_dir, runner, image))
 
     for server in idle.get("servers", []):
         if server["error"]:
