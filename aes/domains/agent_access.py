@@ -58,10 +58,8 @@ class AccessProbe:
         exists = container.exec(["sh", "-c", _EXISTS, "sh", *self.paths], min(timeout, 60), user="0")
         out = container.exec(["sh", "-c", _PROBE, "sh", *self.paths], min(timeout, 120), user=task.spec.agent_user)
         info: dict = {"probe_exit": out.exit_code, "missing": [], "writable": [], "uid": None, "sudo_all": False}
-        lines = out.output.splitlines()
-        if "done" not in exists.output.splitlines():
-            lines = [line for line in lines if line != "done"]
-        lines += [line for line in exists.output.splitlines() if line.startswith("missing ")]
+        found = exists.output.splitlines()
+        lines = out.output.splitlines() + [line for line in found if line.startswith("missing ")]
         for line in lines:
             word, _, rest = line.partition(" ")
             if word == "uid" and rest.strip().isdigit():
@@ -70,8 +68,8 @@ class AccessProbe:
                 info["sudo_all"] = True
             elif word in ("missing", "writable"):
                 info[word].append(rest)
-        if "done" not in lines:
-            info["probe_exit"] = out.exit_code if out.exit_code else -1
+        if "done" not in out.output.splitlines() or "done" not in found:  # either script broke off
+            info["probe_exit"] = out.exit_code or exists.exit_code or -1
         return AgentRun(exit_code=0, output=out.output, info=info)
 
 
@@ -93,7 +91,7 @@ def access_reasons(domain: str, task_dir, runner, image: str) -> list[Reason]:
                        "code and state (e.g. [\"/srv/console\"]), which the agent's user must not be able to change")]
     trial = runner.run(task, AccessProbe(paths), image)
     info = trial.agent_info
-    if info.get("uid") is None or info.get("probe_exit") not in (0,):
+    if info.get("uid") is None or info.get("probe_exit") != 0:
         return [Reason(f"{domain}.agent_access_check_failed",
                        f"the agent-access probe could not tell ({trial.outcome.value}: "
                        f"{(trial.agent_output or trial.detail or '')[-300:]})")]
