@@ -211,7 +211,8 @@ def aes_reports(cfg, harbor_job):
     """aes's validation of every seed task, computed while Harbor's job runs."""
     validator = Validator(cfg.sandbox)
     with ThreadPoolExecutor(max_workers=cfg.sandbox.concurrency) as pool:
-        yield {name: pool.submit(validator.validate, SEEDS / name) for name in SEED_NAMES}
+        futures = {name: pool.submit(validator.validate, SEEDS / name) for name in SEED_NAMES}
+    return futures  # leaving the pool waited for all: no validation thread runs on into the tests
 
 
 # -- the check -------------------------------------------------------------------------------
@@ -256,7 +257,8 @@ def real_task_reports(cfg, image_builder):
     """aes's validation (default config, as `aes validate` runs it) of every real-style task."""
     validator = Validator(cfg.sandbox, nop_max_reward=cfg.admission.nop_max_reward)
     with ThreadPoolExecutor(max_workers=cfg.sandbox.concurrency) as pool:
-        yield {name: pool.submit(validator.validate, REAL_TASKS / name) for name in REAL_TASK_NAMES}
+        futures = {name: pool.submit(validator.validate, REAL_TASKS / name) for name in REAL_TASK_NAMES}
+    return futures  # leaving the pool waited for all: no validation thread runs on into the tests
 
 
 @pytest.mark.docker

@@ -91,6 +91,10 @@ def _connect(docker_host: str | None) -> "docker.DockerClient":
             client = docker.DockerClient(base_url=docker_host, max_pool_size=64)
         else:
             client = docker.from_env(max_pool_size=64)
+        if client.api.base_url.startswith("http+docker://"):
+            # A local socket takes no proxy: without this, requests reads the proxy variables
+            # of os.environ on every call, which races with threads that change os.environ.
+            client.api.trust_env = False
         client.ping()
     except docker.errors.DockerException as exc:
         raise SandboxUnavailable(
