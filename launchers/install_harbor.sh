@@ -127,11 +127,15 @@ command -v docker >/dev/null 2>&1 \
     || say "warning: no docker CLI on PATH; Harbor runs \`docker compose\` (apt-get install -y docker.io)"
 
 # -- what callers export ---------------------------------------------------------------------
+# DOCKER_BUILDKIT=0: compose builds with the engine's classic builder, the one aes builds with, so
+# Harbor's build of a task reuses the layers aes already built from the same Dockerfile (a
+# chromium or LibreOffice layer is built once, not once per builder); the image is the same.
 cat >"$ENV_FILE.tmp" <<EOF
 export AES_HARBOR_HOME='$HOME_DIR'
 export HARBOR_BIN='$VENV/bin/harbor'
 export DOCKER_CONFIG='$DOCKER_CONFIG_DIR'
 export LITELLM_LOCAL_MODEL_COST_MAP=True
+export DOCKER_BUILDKIT=0
 export PATH='$VENV/bin':"\$PATH"
 EOF
 mv -f "$ENV_FILE.tmp" "$ENV_FILE"
