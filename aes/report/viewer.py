@@ -71,11 +71,12 @@ class Viewer:
         return page if page.is_file() else None
 
     def page_of(self, source: Path) -> Path | None:
-        source = Path(source).resolve()
-        for entry in self.entries:
-            if entry.source.resolve() == source:
-                return entry.page
-        return None
+        return self._pages.get(Path(source).resolve())
+
+    @functools.cached_property
+    def _pages(self) -> dict[Path, Path]:
+        """Each trajectory's page by its resolved path, built once (the report asks per episode)."""
+        return {entry.source.resolve(): entry.page for entry in self.entries}
 
 
 # -- reading trajectories ------------------------------------------------------------------------
