@@ -18,7 +18,7 @@ from aes.proposer.assignments import HARDER, SIMPLER, make_assignments
 from aes.proposer.files import DraftError, parse_files, render_files
 from aes.rollout import RolloutRunner
 from aes.sandbox import TrialRunner
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, REPO
 from tests.test_agent import Scripted, reply
 
 
@@ -53,6 +53,48 @@ def test_review_verdict_parsing(cfg, tmp_path):
     assert [str(r) for r in result.reasons] == [f"review.{names[0]}: tests check a file the instruction never names"]
     garbage = Reviewer(Scripted([reply("lol"), reply("still no")]), cfg.admission).review(FIXTURES / "good")
     assert [r.code for r in garbage.reasons] == ["review.unparseable"]
+
+
+def test_failure_label_names_the_first_step_the_attempts_did_not_reach():
+    """Real verifier output of the embedded solver: with no output file every test errored (the first
+    FAILED line names a later check); the label names the missing file, not that test."""
+    from aes.rollout import failure_signature
+
+    runs = REPO / "tests/fixtures/runs/embedded/trajectories"
+    missing = json.loads((runs / "aes-contacts-cleanup-bf399bf3/local/u0000-g0-assign/0.json").read_text())["extra"]
+    assert "FAILED test_outputs.py::test_summary" in missing["verifier_stdout"]  # what the old label named
+    assert failure_signature(missing["reward"], "ok", "format_errors", missing["verifier_stdout"]) == \
+        "no output file /app/data/contacts_clean.csv (agent: format_errors)"
+    partial = json.loads((runs / "aes-starter-echo-e5d12134/local/u0000-s00000-train/0.json").read_text())["extra"]
+    assert partial["reward"] > 0  # some tests passed: the first failed one is the step not reached
+    assert failure_signature(partial["reward"], "ok", "max_turns", partial["verifier_stdout"]) == \
+        "test_file_is_exactly_hello_and_newline failed (agent: max_turns)"
+    errored = ("ERROR test_outputs.py::test_a - ModuleNotFoundError: No module named 'report'\n"
+               "ERROR test_outputs.py::test_b - ModuleNotFoundError: No module named 'report'\n2 errors in 0.1s\n")
+    assert failure_signature(0.0, "ok", None, errored) == "module report not importable"
+    other = "FAILED test_outputs.py::test_a - assert 1 == 2\nFAILED test_outputs.py::test_b\n2 failed in 0.1s\n"
+    assert failure_signature(0.0, "ok", "done", other) == "no test passed (first: test_a) (agent: done)"
+
+
+def test_assignment_describes_the_solver_from_the_config():
+    from aes.config import compose_config
+    from aes.proposer.assignments import SolverProfile
+
+    cfg = compose_config(["solver=local", "agent.max_turns=7", "solver.max_tokens=333",
+                          "sandbox.default_agent_timeout_sec=450"])
+    row = {"env_id": "a", "mean": 0.0, "rewards": [0.0, None], "most_common_failure": "no output file /app/x",
+           "failures": {"no output file /app/x": 1}}
+    [a] = make_assignments([("a", "t/a")], [row], "local", 0, SolverProfile.from_config(cfg))
+    text = a.brief()
+    for fact in ("model: smollm2-135m-instruct", "at most 7 turns", "at most 333 generated tokens",
+                 f"{cfg.solver.context_length:,} tokens of context", "(450 s when the task gives none",
+                 f"at most {cfg.agent.observation_chars:,} characters", "attempts: 0.00, no verdict",
+                 "the first step the attempts did not reach): no output file /app/x"):
+        assert fact in text, fact
+    assert "model: smollm2" in a.brief(solver_feedback=False) and "no output file" not in a.brief(solver_feedback=False)
+    from aes.proposer.assignments import Assignment
+
+    assert Assignment(**a.to_dict()).brief() == text  # a resumed generation reads the same brief
 
 
 def test_assignments_follow_the_solver():

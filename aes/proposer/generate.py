@@ -15,7 +15,7 @@ from aes.config import AesConfig, ConfigError
 from aes.domains import instructions_dir, seeds_dir
 from aes.models import ChatModel
 from aes.pool import AssignmentLog, EnvRecord, PoolStore
-from aes.proposer.assignments import Assignment, make_assignments
+from aes.proposer.assignments import Assignment, SolverProfile, make_assignments
 from aes.proposer.episode import EpisodeResult, run_episode
 from aes.proposer.harness import PromptFeedbackHarness, PromptHarness
 from aes.proposer.terminal_harness import TerminalHarness
@@ -106,7 +106,7 @@ def assign(stack: ProposerStack, n: int, round: int, first: list[str] | None = N
     parents = pick_parents(stack, n, round, first)
     rows = fresh_rows(stack, parents, stack.cfg.flywheel.parent_attempts or stack.cfg.calibration.initial_attempts)
     return make_assignments([(e.env_id, e.name) for e in parents], list(rows.values()),
-                            stack.rollouts.solver_name, round)
+                            stack.rollouts.solver_name, round, SolverProfile.from_config(stack.cfg))
 
 
 def run_assignments(stack: ProposerStack, assignments: list[Assignment], opened: bool = False) -> list[EpisodeResult]:
