@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SIMPLER, HARDER = "simpler", "harder"
+WITHHELD = "withheld"
+"""The direction as a no-feedback proposer's records show it (it follows from the solver's rewards)."""
 
 
 @dataclass
@@ -88,8 +90,14 @@ class Assignment:
     solver_profile: dict[str, Any] = field(default_factory=dict)
     """The solver the task is for (:class:`SolverProfile` as a dict); empty when unknown."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self, solver_feedback: bool = True) -> dict[str, Any]:
+        """The assignment as a dict; without ``solver_feedback`` nothing of the solver's results (its
+        rewards, failures and the direction they chose) is in it: what a proposer of Table 3's
+        no-feedback arm may read back (its episode logs, its reflection history)."""
+        data = asdict(self)
+        if not solver_feedback:
+            data.update(mean_reward=None, most_common_failure=None, rewards=[], failures={}, direction=WITHHELD)
+        return data
 
     def _solver_text(self) -> str:
         if not self.solver_profile:
