@@ -96,3 +96,12 @@ def test_the_solver_model_tool_is_offered_only_with_solver_feedback(feedback, tm
 
     tools = ProposerTools(None, None, 2).host_tools(Workspace(tmp_path, tmp_path, tmp_path), feedback)
     assert ("solver_model" in [t.spec.name for t in tools]) == feedback
+
+
+def test_the_table8_sweep_admits_as_app_c1_does_in_every_domain():
+    from aes.config import load_config
+    from tests.test_config import compose_sweep
+
+    for domain in ("terminal", "swe", "professional"):
+        cfg = load_config(compose_sweep("table8_domains", [f"domain={domain}", "proposer=claude"]))
+        assert cfg.domain.name == domain and cfg.domain.reset_check and cfg.domain.nop_zero and cfg.mode == "generate"
