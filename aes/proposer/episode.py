@@ -25,7 +25,7 @@ from aes.admission.pipeline import AdmissionPipeline, AdmissionVerdict
 from aes.agents import write_json_atomic
 from aes.errors import InfrastructureError
 from aes.paths import INFRASTRUCTURE_FAILURES, PROPOSER_TRAJECTORIES
-from aes.pool import AssignmentLog, PoolStore
+from aes.pool import AssignmentLog, PoolError, PoolStore
 from aes.proposer.assignments import Assignment
 from aes.proposer.workspace import Workspace
 from aes.tasks import TaskLoadError, load_task
@@ -154,7 +154,7 @@ def run_episode(assignment: Assignment, workspace: Workspace, harness: Harness, 
 def _parent_dir(pool: PoolStore, env_id: str) -> Path | None:
     try:
         return pool.get(env_id).path
-    except Exception:  # a parent that is not in this pool (an assignment of another run): no novelty context
+    except PoolError:  # a parent that is not in this pool (an assignment of another run): no novelty context
         return None
 
 
