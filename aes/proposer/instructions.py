@@ -13,6 +13,7 @@ a workspace gets:
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 DOCS = Path(__file__).parent / "docs"
@@ -45,11 +46,13 @@ def render_admission(cfg, calibrate_in_episode: bool = True) -> str:
         "**reference**: `solution/solve.sh` runs in a fresh container, then the tests: the reward must be exactly 1.0",
         f"**do nothing**: the tests on the untouched environment: the reward must be {nop}",
     ]
+    if dom.blocker_registry:
+        steps.append("**blockers**: each withheld detail changes the result (see task_format.md)")
     if dom.reset_check:
         steps.append("**reset**: a second fresh environment starts in the same state (its files hashed) and the "
                      "reference scores 1.0 again")
-    if dom.blocker_registry:
-        steps.append("**blockers**: each withheld detail changes the result (see task_format.md)")
+    if importlib.util.find_spec(f"aes.domains.{dom.name}.checks") is not None:
+        steps.append("**domain checks**: this domain's own checks (task_format.md names them)")
     decontam_on = bool(dom.decontam_index or dom.benchmark_instructions)
     steps.append(f"**decontamination**: the instruction shares no {adm.ngram}-word sequence with a held-out "
                  "benchmark task" + ("" if decontam_on else " (no benchmark index is configured in this run: off)"))
