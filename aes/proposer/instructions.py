@@ -132,7 +132,8 @@ def _images(box) -> list[str]:
              "`RUN python3 -m pytest --version >/dev/null 2>&1 || pip install --no-cache-dir pytest==8.3.5`. "
              "A pulled `debian:bookworm` (or `ubuntu`) has no python3 at all: add "
              "`RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pytest && "
-             "rm -rf /var/lib/apt/lists/*`.",
+             "rm -rf /var/lib/apt/lists/*`; its pip refuses to install into that Python without "
+             "`--break-system-packages` (the seeds pass it; `python:*` images accept it too).",
              "- Where no registry answers, these public images are replaced by the local image "
              f"`{box.base_image}` (Debian bookworm with python3, pip and pytest): {', '.join(f'`{n}`' for n in local)}. "
              "Write the Dockerfile so that it works on both (the lines above do).",
