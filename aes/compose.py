@@ -96,7 +96,7 @@ def build_admission(cfg: AesConfig, trials, rollouts, grader: ChatModel):
     pipeline = AdmissionPipeline(
         validator,
         Decontaminator.from_domain(cfg.domain, cfg.admission.ngram),
-        Reviewer(grader, cfg.admission) if cfg.admission.review else None,
+        Reviewer(grader, cfg.admission, cfg.domain.name) if cfg.admission.review else None,
         calibrator,
     )
     return validator, pipeline, calibrator
@@ -106,7 +106,8 @@ def build_proposer_stack(cfg: AesConfig, paths: RunPaths, proposer: ChatModel, r
     from aes.proposer.generate import ProposerStack
     from aes.proposer.tools import ProposerTools
 
-    tools = ProposerTools(validator, rollouts, cfg.harness.solver_probe_attempts)
+    tools = ProposerTools(validator, rollouts, cfg.harness.solver_probe_attempts, pipeline.decontaminator,
+                          pipeline.reviewer)
     return ProposerStack(cfg, paths, pool, proposer, rollouts, pipeline, tools)
 
 

@@ -73,15 +73,25 @@ class AdmissionPipeline:
         self.clock = NO_CLOCK
         """The run's stage clock (``seconds/admission``, ``seconds/calibration`` of a round)."""
 
-    def admit(self, task_dir: Path, env_id: str) -> AdmissionVerdict:
+    def admit(self, task_dir: Path, env_id: str, parent_dir: Path | None = None,
+              calibrate: bool = True) -> AdmissionVerdict:
+        """Checks 1-6 on ``task_dir`` (``parent_dir``: the task it was built from, which the review's
+        novelty criterion compares against), then calibration unless ``calibrate`` is False (then
+        :meth:`calibrate` may follow on the valid verdict)."""
         with self.clock("admission"):
-            verdict = self._checks(task_dir, env_id)
+            verdict = self._checks(task_dir, env_id, parent_dir)
+        if not calibrate:
+            return verdict
+        return self.calibrate(verdict, task_dir, env_id)
+
+    def calibrate(self, verdict: AdmissionVerdict, task_dir: Path, env_id: str) -> AdmissionVerdict:
+        """Calibration of a task that passed checks 1-6 (a verdict that did not is returned as it is)."""
         if not verdict.valid or self.calibrator is None:
             return verdict
         with self.clock("calibration"):
             return self._calibrate(verdict, task_dir, env_id)
 
-    def _checks(self, task_dir: Path, env_id: str) -> AdmissionVerdict:
+    def _checks(self, task_dir: Path, env_id: str, parent_dir: Path | None = None) -> AdmissionVerdict:
         """Checks 1-6: ``valid`` when they all pass."""
         verdict = AdmissionVerdict()
         report = self.validator.validate(task_dir)
@@ -97,7 +107,7 @@ class AdmissionPipeline:
         if overlap:
             return self._fail(verdict, [overlap])
         if self.reviewer is not None:
-            verdict.review = self.reviewer.review(task_dir)
+            verdict.review = self.reviewer.review(task_dir, parent_dir)
             log.info("%s: review %s", env_id, "passed" if verdict.review.passed else
                      f"FAILED: {verdict.review.reasons[0] if verdict.review.reasons else ''}")
             if not verdict.review.passed:

@@ -132,9 +132,11 @@ class HarnessConfig:
     """Most characters of parent task files and trajectories put in a prompt-harness prompt."""
     web_access: bool = False
     """Give the proposer web access (off by default, as in the paper)."""
-    reflection: bool = False
+    reflection: bool = True
     """Between rounds, let the proposer edit its memory, skills and tools from its past rewards
-    (harness optimization, paper §3.3; on in the paper experiments)."""
+    (harness optimization, paper §3.3: a frontier proposer improves only through its harness, §4.2).
+    On at the paper's sizes; the embedded laptop proposer (``conf/scale/proposer/local.yaml``) and the
+    static pool turn it off."""
     solver_feedback: bool = True
     """Show the proposer the solver's trajectories, rewards and failures (off: the Table 3 ablation)."""
 
@@ -167,6 +169,14 @@ class ReviewCriterion:
 
 
 @dataclass
+class DomainRubric:
+    """The review criteria of one domain (``admission.domain_rubrics.<domain>``)."""
+
+    criteria: list[ReviewCriterion] = field(default_factory=list)
+    """Each replaces the shared criterion of the same name, or joins the rubric."""
+
+
+@dataclass
 class AdmissionConfig:
     """Admission checks a proposed task must pass (``conf/admission``; DESIGN.md §Admission)."""
 
@@ -182,7 +192,15 @@ class AdmissionConfig:
     review_file_chars: int = 6000
     """Most characters of each task file shown to the grader."""
     rubric: list[ReviewCriterion] = field(default_factory=list)
-    """The review criteria; every one must pass."""
+    """The review criteria of every domain; every one must pass."""
+    domain_rubrics: dict[str, DomainRubric] = field(default_factory=dict)
+    """Per domain: criteria that replace the shared one of the same name, or join the rubric."""
+
+    def rubric_for(self, domain: str) -> list[ReviewCriterion]:
+        """The rubric a task of ``domain`` is reviewed against (shared criteria, domain ones over them)."""
+        own = {c.name: c for c in (self.domain_rubrics[domain].criteria if domain in self.domain_rubrics else [])}
+        shared = [own.pop(c.name, c) for c in self.rubric]
+        return shared + list(own.values())
 
 
 @dataclass
