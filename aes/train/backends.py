@@ -24,13 +24,18 @@ ranks (``cluster``), rank 0's solver announces every update to the others (:mod:
 from __future__ import annotations
 
 import copy
+import logging
 from dataclasses import dataclass
 from typing import Callable
+
+import torch
 
 from aes.config import AesConfig, ConfigError, ModelConfig
 from aes.models import RunBudget, build_model
 from aes.train.policy import TrainableSolver, _Lazy
-from aes.train.sync import build_weight_sync
+from aes.train.sync import DEFAULT_SYNCS, build_weight_sync
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -83,15 +88,25 @@ def _served(cfg: AesConfig, budget: RunBudget, paths, sync: str) -> TrainableSol
             return load_gguf_policy(cfg.solver.model)
         from transformers import AutoModelForCausalLM
 
-        return AutoModelForCausalLM.from_pretrained(cfg.solver.model)
+        from aes.models.families import trainer_overrides
+
+        # the context vLLM serves it at: the same rope-scaling overrides (aes/models/families.py)
+        overrides = trainer_overrides(cfg.solver, cfg.cluster)
+        if overrides:
+            log.info("loading %s for training with %s", cfg.solver.model, overrides)
+        return AutoModelForCausalLM.from_pretrained(cfg.solver.model, dtype=torch.float32, **overrides)
 
     chat = build_model(cfg.solver, budget)
-    weights = build_weight_sync(cfg.trainer, cfg.solver, rollout=chat, out_dir=paths.gguf, mode=sync)
+    out_dir = paths.checkpoints / "vllm" if sync == "vllm_reload" else paths.gguf
+    weights = build_weight_sync(cfg.trainer, cfg.solver, rollout=chat, out_dir=out_dir, mode=sync)
     return TrainableSolver(cfg, chat, _Lazy(load), weights)
 
 
 def _served_sync(solver: ModelConfig) -> str:
-    return "llamacpp_server" if is_gguf(solver.model) else "vllm_server"
+    """llama.cpp servers for a GGUF; vLLM: NCCL from a GPU trainer, else the in-place reload."""
+    if is_gguf(solver.model):
+        return "llamacpp_server"
+    return "vllm_server" if torch.cuda.is_available() else "vllm_reload"
 
 
 def _scripted(cfg: AesConfig, budget: RunBudget, paths, sync: str):
@@ -103,9 +118,14 @@ def _scripted(cfg: AesConfig, budget: RunBudget, paths, sync: str):
 SOLVER_BACKENDS = {b.name: b for b in (
     SolverBackend("tiny", ("shared", "copy"), _tiny),
     SolverBackend("local", ("gguf",), _local),
-    SolverBackend("openai_compatible", ("vllm_server", "llamacpp_server"), _served, _served_sync),
+    SolverBackend("openai_compatible", ("vllm_server", "vllm_reload", "llamacpp_server"), _served, _served_sync),
     SolverBackend("scripted", ("none",), _scripted),
 )}
+DEFAULT_SYNCS.update({name: b.default_sync for name, b in SOLVER_BACKENDS.items()})
+
+SOLVER_WRAPPERS: list[Callable[[object], object]] = []
+"""Applied to every trainable solver built here, in order (the job registers rank 0's announcer when
+it leads several trainer ranks: :func:`aes.cluster.distributed.init`)."""
 
 
 def build_trainable_solver(cfg: AesConfig, budget: RunBudget, paths):
@@ -121,6 +141,7 @@ def build_trainable_solver(cfg: AesConfig, budget: RunBudget, paths):
     elif sync not in backend.syncs:
         raise ConfigError(f"trainer.weight_sync={sync} does not work with solver.backend={backend.name}: "
                           f"set one of {', '.join(('auto',) + backend.syncs)}")
-    from aes.cluster.distributed import wrap_leader
-
-    return wrap_leader(backend.build(cfg, budget, paths, sync))
+    solver = backend.build(cfg, budget, paths, sync)
+    for wrap in SOLVER_WRAPPERS:
+        solver = wrap(solver)
+    return solver

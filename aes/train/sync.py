@@ -21,6 +21,9 @@ checkpoint load), five implementations:
   The chat client's calls are held while the weights change and the update is counted on it.
 - :class:`VLLMColocated` — an in-process ``vllm.LLM``: ``model.load_weights`` (TRL's colocate path);
   a building block for a future in-process vLLM solver backend (no config value reaches it yet).
+- :class:`aes.train.vllm_reload.VLLMReload` — running vLLM servers on CPU (or wherever NCCL is not
+  available): a safetensors checkpoint each server reloads in place through vLLM's own endpoints,
+  with the servers paused (``/pause?mode=keep``) and the policy version set on them.
 - :class:`VLLMServers` — several such servers (``solver.base_urls``): the same broadcast to each,
   on its own rendezvous port (``trainer.vllm_group_port`` + i).
 - ``llamacpp_server`` — llama.cpp servers the job started (``cluster.backend=llamacpp``): a
@@ -52,6 +55,11 @@ import torch
 
 from aes.config import ConfigError, ModelConfig, TrainerConfig
 
+
+
+DEFAULT_SYNCS: dict[str, Callable[[ModelConfig], str]] = {}
+"""What ``trainer.weight_sync=auto`` means per ``solver.backend`` (filled by :mod:`aes.train.backends`,
+which knows the backends; this module only the syncs)."""
 
 
 class WeightSync(Protocol):
@@ -276,13 +284,23 @@ class VLLMServers:
             server.close()
 
 
+_SERVERS: Any = None
+"""The rollout servers this process started (an :class:`aes.cluster.servers.ServerGroup`), set by the
+job (:func:`aes.cluster.servers.activate`): the llama.cpp sync restarts them with new weights."""
+
+
+def use_servers(group: Any) -> None:
+    """Register the servers this process started (None: none), for ``llamacpp_server``."""
+    global _SERVERS
+    _SERVERS = group
+
+
 def restart_llamacpp_servers(chat: Any) -> Callable[[Path], None]:
     """The reload of ``llamacpp_server``: restart the servers this process started with a new GGUF,
     no call in flight (``chat.gate``), and count the update on the chat model."""
-    from aes.cluster.servers import active_group
 
     def reload(path: Path) -> None:
-        group = active_group()
+        group = _SERVERS
         if group is None:
             raise ConfigError("trainer.weight_sync=llamacpp_server restarts the llama.cpp servers this job started "
                               "(cluster.servers > 0, cluster.backend=llamacpp); none run in this process")
@@ -318,18 +336,16 @@ def build_weight_sync(cfg: TrainerConfig, solver: ModelConfig, rollout: Any = No
 
     ``rollout`` is what the rollout engine generates with: the policy (whose ``version`` is
     bumped) for ``shared``, the module for ``copy``, the chat client (whose calls are held and
-    which counts the update) for ``gguf``, ``llamacpp_server`` and ``vllm_server``.
-    ``out_dir`` holds the GGUF exports (default: a temp dir).
+    which counts the update) for ``gguf``, ``llamacpp_server``, ``vllm_server`` and ``vllm_reload``.
+    ``out_dir`` holds the GGUF exports or the reload checkpoints (default: a temp dir).
     """
     mode = mode or cfg.weight_sync
-    if mode == "auto":  # the solver backend's default (aes/train/backends.py)
-        from aes.train.backends import SOLVER_BACKENDS
-
-        backend = SOLVER_BACKENDS.get(solver.backend)
-        if backend is None:
+    if mode == "auto":  # the solver backend's default (registered by aes/train/backends.py)
+        pick = DEFAULT_SYNCS.get(solver.backend)
+        if pick is None:
             raise ConfigError(f"solver.backend={solver.backend} cannot take new weights: train an open solver "
-                              f"({', '.join(SOLVER_BACKENDS)})")
-        mode = backend.default_sync(solver)
+                              f"({', '.join(DEFAULT_SYNCS)})")
+        mode = pick(solver)
     if mode == "none":
         return None
     if mode == "gguf":
@@ -353,11 +369,18 @@ def build_weight_sync(cfg: TrainerConfig, solver: ModelConfig, rollout: Any = No
             return VLLMServers(list(solver.base_urls), cfg.vllm_group_port, chat=rollout)
         return VLLMServer(solver.base_urls[0] if solver.base_urls else solver.base_url, cfg.vllm_group_port,
                           chat=rollout)
+    if mode == "vllm_reload":
+        from aes.train.vllm_reload import VLLMReload
+
+        urls = list(solver.base_urls) or ([solver.base_url] if solver.base_url else [])
+        if not urls:
+            raise ConfigError("trainer.weight_sync=vllm_reload needs solver.base_url (the vLLM server)")
+        return VLLMReload(urls, Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="aes-vllm-")),
+                          chat=rollout, served_model=solver.model)
     if mode == "llamacpp_server":
-        from aes.cluster.servers import active_group
         from aes.models.local import resolve_gguf
 
-        if active_group() is None and os.environ.get("RANK", "0") == "0":
+        if _SERVERS is None and os.environ.get("RANK", "0") == "0":
             raise ConfigError("trainer.weight_sync=llamacpp_server restarts the llama.cpp servers this job starts: "
                               "set cluster.servers > 0 and cluster.backend=llamacpp (e.g. cluster=llamacpp)")
         return GGUFExport(resolve_gguf(solver.model), restart_llamacpp_servers(rollout), out_dir)
