@@ -53,9 +53,12 @@ class Preflight:
 def served_by_vllm(cfg: AesConfig) -> bool:
     from aes.train.backends import is_gguf
 
-    s = cfg.solver
-    return s.backend == "openai_compatible" and s.engine != "llamacpp" and not is_gguf(cfg.cluster.model or s.model) \
-        and (cfg.cluster.servers == 0 or cfg.cluster.backend == "vllm") and not cfg.cluster.command
+    s, c = cfg.solver, cfg.cluster
+    if s.backend != "openai_compatible" or c.command or s.engine == "llamacpp":
+        return False
+    if c.servers > 0:
+        return c.backend == "vllm"
+    return s.engine == "vllm" or not is_gguf(c.model or s.model)
 
 
 def vllm_accepts(python: str, model: str, max_model_len: int, overrides: dict, timeout: float = 300.0) -> dict:

@@ -95,7 +95,9 @@ def server_model(cfg: AesConfig) -> str:
             return str(resolve_gguf(model))
         except ModelError as exc:
             raise ConfigError(f"cluster.backend=llamacpp serves a GGUF file: {exc}") from None
-    return model
+    from aes.models.export import served_directory
+
+    return served_directory(model)
 
 
 def serving_plan(cfg: AesConfig):

@@ -48,8 +48,10 @@ class ServingPlan:
 
 def serving_plan(cfg: AesConfig, model: str | None = None) -> ServingPlan:
     """What a vLLM server of ``cfg``'s solver serves, and how (a ConfigError when it could not start)."""
+    from aes.models.export import served_directory
+
     c, solver = cfg.cluster, cfg.solver
-    model = model or c.model or solver.model
+    model = served_directory(model or c.model or solver.model)
     config = read_config(model, c.model_config)
     explicit = dict(solver.rope_scaling) if solver.rope_scaling else None
     context = plan_context(config, solver.context_length, model=model, explicit=explicit)

@@ -55,12 +55,25 @@ QWEN_STYLE_TOOLS_TEMPLATE = """\
 """ChatML with tools in the layout of Qwen2.5/Qwen3 (our own wording): what the ``hermes`` parser reads."""
 
 
-def save_policy(policy, out: str | Path, *, dtype: torch.dtype | None = None, chat_template: str | None = None) -> Path:
+def untie(model) -> None:
+    """Give ``model`` its own ``lm_head`` (a copy of the embeddings): vLLM's in-place weight reload
+    (trainer.weight_sync=vllm_reload) cannot update an lm_head tied to the embeddings."""
+    if not getattr(model.config, "tie_word_embeddings", False):
+        return
+    model.config.tie_word_embeddings = False
+    model.lm_head.weight = torch.nn.Parameter(model.get_input_embeddings().weight.detach().clone())
+
+
+def save_policy(policy, out: str | Path, *, dtype: torch.dtype | None = None, chat_template: str | None = None,
+                untied: bool = True) -> Path:
     """``policy`` (:class:`aes.models.hf_chat.Policy`) as a Hugging Face directory: config, safetensors,
-    tokenizer files and the chat template (``chat_template`` replaces the tokenizer's)."""
+    tokenizer files and the chat template (``chat_template`` replaces the tokenizer's); ``untied``:
+    its own lm_head (see :func:`untie`; the function the model computes is the same)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model = policy.model
+    if untied:
+        untie(model)
     state = None
     if dtype is not None:
         state = {k: v.detach().to(dtype) for k, v in model.state_dict().items()}
@@ -99,6 +112,23 @@ def export_smollm2(out: str | Path, *, dtype: torch.dtype = torch.bfloat16) -> P
     if (out / "config.json").is_file() and any(out.glob("*.safetensors")):
         return out
     return save_policy(load_gguf_policy(), out, dtype=dtype)
+
+
+def served_directory(model: str) -> str:
+    """What vLLM loads for ``model``: the embedded SmolLM2 (by alias) as its exported Hugging Face
+    directory under ``.aes-cache/models/`` (made on first use, ~30 s), any other model as it is."""
+    from aes.models.local import SMOLLM2_ALIASES
+
+    if model.strip().lower() not in SMOLLM2_ALIASES:
+        if model.strip().lower().endswith(".gguf"):
+            from aes.config import ConfigError
+
+            raise ConfigError(f"vLLM serves Hugging Face model directories, not {model}: export it (python -m "
+                              "aes.models.export) or serve it with cluster.backend=llamacpp")
+        return model
+    from aes.cluster.vllm_env import REPO
+
+    return str(export_smollm2(REPO / ".aes-cache" / "models" / "smollm2-135m-instruct-bf16"))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -104,7 +104,7 @@ def _served(cfg: AesConfig, budget: RunBudget, paths, sync: str) -> TrainableSol
 
 def _served_sync(solver: ModelConfig) -> str:
     """llama.cpp servers for a GGUF; vLLM: NCCL from a GPU trainer, else the in-place reload."""
-    if is_gguf(solver.model):
+    if is_gguf(solver.model) and solver.engine != "vllm":
         return "llamacpp_server"
     return "vllm_server" if torch.cuda.is_available() else "vllm_reload"
 
