@@ -63,6 +63,14 @@ class Flywheel:
         self.carried = 0
         """Attempts still running when the last update started."""
         if self.cfg.flywheel.carry_unfinished:
+            if self.cfg.sandbox.executor == "ray":
+                from aes.config import ConfigError
+
+                raise ConfigError(
+                    "flywheel.carry_unfinished does not work with sandbox.executor=ray yet: an attempt on a Ray "
+                    "worker does not learn of the updates made while it runs, so its later turns would record a "
+                    "stale policy version (and escape flywheel.carry_max_updates); set "
+                    "flywheel.carry_unfinished=false with the Ray executor")
             self.rollouts.max_policy_span = self.cfg.flywheel.carry_max_updates
         self.reused = 0
         """Groups of the last update taken from rollouts the policy had already made (see unused_groups)."""

@@ -13,8 +13,8 @@ Skipped without vLLM's CPU build (``AES_WITH_VLLM=1 bash launchers/setup.sh``) u
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import math
 import os
 import time
 from pathlib import Path
@@ -142,13 +142,15 @@ def test_a_native_tool_call_is_parsed_by_the_server_and_run_by_the_agent(served,
             params["extra_body"]["structured_outputs"] = {"regex": call}
             return params
 
-    model = Forced(served_cfg_.solver)
+    # the call is ~60 tokens of the tiny tokenizer: room for all of it
+    model = Forced(dataclasses.replace(served_cfg_.solver, max_tokens=160))
     assert model.supports_tools
     task = make_task(tmp_path, test="#!/bin/bash\ntest -s /app/answer.txt && echo 1 > /logs/verifier/reward.txt "
                                     "|| echo 0 > /logs/verifier/reward.txt\n")
     result = TrialRunner(cfg.sandbox, sandbox).run(load_task(task), TerminalAgent(model, AgentConfig(max_turns=1)))
     steps = [s for s in result.agent_info["trajectory"]["steps"] if s["source"] == "agent"]
     [first] = steps
+    assert first.get("tool_calls"), first["message"]
     [tool_call] = first["tool_calls"]
     assert tool_call["function_name"] == "bash" and tool_call["arguments"]["command"].startswith("echo ")
     word = tool_call["arguments"]["command"].split()[1]
