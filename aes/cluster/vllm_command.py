@@ -83,7 +83,7 @@ def vllm_command(cfg: AesConfig, plan: ServingPlan, *, host: str, port: int, tp:
     """The argv of one vLLM server for ``plan`` (``cluster.extra_args`` are appended by the caller);
     ``python``: the interpreter with vLLM (default :func:`~aes.cluster.vllm_env.vllm_python`)."""
     solver = cfg.solver
-    command = serve_command(python or vllm_python(cfg.cluster.python), plan.model) + [
+    command = serve_command(python or vllm_python(cfg.cluster.python, strict=False), plan.model) + [
         "--host", host, "--port", str(port), "--served-model-name", solver.model,
         "--max-model-len", str(plan.context.max_model_len),
         # processed log-probs are those of the distribution actually sampled (after temperature): mu

