@@ -205,6 +205,12 @@ def test_a_dppo_update_pushed_into_the_running_server_moves_its_logprobs(served,
     assert moved > 1e-2  # the update changed the policy, and the server serves the change
     assert torch.allclose(after, new_pi, atol=1e-3)
     assert chat.weights_version == version + 1 and server_version(root) == version + 1
+    # a client in another process (an agent on a Ray worker) built before the push follows the server
+    other = build_model(cfg.solver)
+    assert other.weights_version == 0
+    other.server_versions = True  # what the Ray executor sets on a worker's vLLM client
+    assert other.weights_version == version + 1
+    assert other.chat([{"role": "user", "content": "ls"}]).policy_version == version + 1
     assert not call(root, "/is_paused", method="GET")["is_paused"]
     trainer.close()
 

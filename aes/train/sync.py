@@ -45,6 +45,7 @@ with top_p=1, top_k=-1 (truncated sampling makes mu differ from any pi the train
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -54,6 +55,8 @@ from typing import Any, Protocol
 import torch
 
 from aes.config import ConfigError, ModelConfig, TrainerConfig
+
+log = logging.getLogger(__name__)
 
 
 
@@ -251,6 +254,7 @@ class VLLMServer:
         self.client.update_named_params(meta, named)
         self.client.reset_prefix_cache()
         self.version += 1
+        label_version(self.base_url, self.chat)
 
     def close(self) -> None:
         if self.client is not None:
@@ -258,12 +262,25 @@ class VLLMServer:
             self.client = None
 
 
+def label_version(root: str, chat: Any) -> None:
+    """Tell a vLLM server the policy version it now serves (``GET /weight_info`` reads it back: clients on
+    other machines record it). A server that cannot be told is logged: the weights are in, only the
+    label of other processes' calls is missing."""
+    from aes.train.vllm_reload import ReloadError, call
+
+    version = (getattr(chat, "weights_version", None) or 0) + 1
+    try:
+        call(root, "/update_weight_version", {"new_version": str(version)}, timeout=30.0)
+    except ReloadError as exc:
+        log.warning("the vLLM server at %s was not told its policy version %d: %s", root, version, exc)
+
+
 class VLLMServers:
     """:class:`VLLMServer` for each of several servers (each on its own rendezvous port); the chat
     client's calls are held until every server has the new weights, and the update counts once."""
 
     def __init__(self, base_urls: list[str], group_port: int = 51216, chat: Any = None):
-        self.servers = [VLLMServer(url, group_port + i) for i, url in enumerate(base_urls)]
+        self.servers = [VLLMServer(url, group_port + i, chat=chat) for i, url in enumerate(base_urls)]
         self.chat = chat
         self.version = 0
 
