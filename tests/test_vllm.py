@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import os
 import time
 from pathlib import Path
@@ -134,7 +135,7 @@ def test_a_native_tool_call_is_parsed_by_the_server_and_run_by_the_agent(served,
     from tests.conftest import make_task
 
     served_cfg_, _, _ = served
-    call = r'<tool_call>\n\{"name": "bash", "arguments": \{"command": "echo [a-z]{4} > /app/answer.txt"\}\}\n</tool_call>'
+    call = r'<tool_call>\n\{"name": "bash", "arguments": \{"command": "echo [a-z]{4} > /app/answer\.txt"\}\}\n</tool_call>'
 
     class Forced(OpenAIChat):
         def request_params(self, messages, tools, max_tokens, temperature):
@@ -152,12 +153,12 @@ def test_a_native_tool_call_is_parsed_by_the_server_and_run_by_the_agent(served,
     [first] = steps
     assert first.get("tool_calls"), first["message"]
     [tool_call] = first["tool_calls"]
-    assert tool_call["function_name"] == "bash" and tool_call["arguments"]["command"].startswith("echo ")
-    word = tool_call["arguments"]["command"].split()[1]
+    command = tool_call["arguments"]["command"]
+    assert tool_call["function_name"] == "bash" and re.fullmatch(r"echo [a-z]{4} > /app/answer\.txt", command)
     assert first["observation"]["results"][0]["extra"]["exit_code"] == 0
     assert first["metrics"]["completion_token_ids"] and len(first["metrics"]["logprobs"]) == len(
         first["metrics"]["completion_token_ids"])
-    assert result.reward == 1.0, (word, result)
+    assert result.reward == 1.0, (command, str(result.detail)[:3000])
 
 
 def test_a_dppo_update_pushed_into_the_running_server_moves_its_logprobs(served, tmp_path):
