@@ -11,12 +11,19 @@ with the ones it can.
 ``tiny``               the tiny model, in process     the same module             shared, copy
 ``local``              llama.cpp on the GGUF file     transformers copy of it     gguf
 ``openai_compatible``  vLLM servers                   ``solver.model`` (HF)       vllm_server,
-                       or llama.cpp servers (GGUF)    or its GGUF, dequantised    llamacpp_server
+                       or llama.cpp servers (GGUF)    or its GGUF, dequantised    vllm_reload,
+                                                                                  llamacpp_server
 ``scripted``           (simulated flywheel: a skill)  -                           -
 =====================  =============================  ==========================  ==================
 
 ``openai_compatible`` with ``weight_sync=auto`` takes ``llamacpp_server`` when ``solver.model`` is a
-GGUF file (what ``cluster.backend=llamacpp`` serves), else ``vllm_server``. Hosted APIs
+GGUF file served by llama.cpp (what ``cluster.backend=llamacpp`` serves), else for vLLM ``vllm_server``
+(NCCL) from a trainer with a GPU and ``vllm_reload`` (an in-place reload) from one without. The model
+is loaded for training with the rope-scaling overrides it is served with (:mod:`aes.models.families`).
+
+This module is the top of ``aes.train``: it imports policy, sync and trainer, none of them imports it
+(``trainer.weight_sync=auto`` reaches it through :data:`aes.train.sync.DEFAULT_SYNCS`, filled here), and
+``aes.cluster`` sits above it (rank 0's announcer joins :data:`SOLVER_WRAPPERS`). Hosted APIs
 (``anthropic``, ``openai``) cannot be trained and are refused with a reason. With several trainer
 ranks (``cluster``), rank 0's solver announces every update to the others (:mod:`aes.cluster.distributed`).
 """
