@@ -48,8 +48,8 @@ def test_the_vllm_job_serves_trains_pushes_into_the_running_server_and_stops(san
 
     # one vLLM server: started once (never restarted), healthy, reloaded in place, stopped
     log = (run / "servers" / "server-0.log").read_text()
-    starts = re.findall(r"=== aes: start (\d) of server 0: .*vllm\.entrypoints\.launchers\.api_server\.entry.*--port (\d+)",
-                        log)
+    starts = re.findall(r"=== aes: start (\d) of server 0 at .*?vllm\.entrypoints\.launchers\.api_server\.entry"
+                        r".*?--port (\d+)", log)
     assert [s[0] for s in starts] == ["1"], starts
     port = int(starts[0][1])
     assert "POST /pause?mode=keep" in log and "POST /collective_rpc" in log and "POST /resume" in log
