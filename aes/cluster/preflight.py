@@ -21,6 +21,7 @@ import json
 import shlex
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from aes.config import AesConfig, ConfigError
 
@@ -104,7 +105,9 @@ def preflight(cfg: AesConfig, *, ask_vllm: bool = True) -> Preflight:
                                tp=max(1, c.gpus_per_server), python=python or "python") + [str(a) for a in c.extra_args]
     out.say("server command: " + shlex.join(out.command))
     if python is not None and ask_vllm:
-        model = c.model_config or plan.model
+        model = plan.model
+        if c.model_config:  # vLLM reads a directory: the stand-in's
+            model = c.model_config if Path(c.model_config).is_dir() else str(Path(c.model_config).parent)
         verdict = vllm_accepts(python, model, plan.context.max_model_len, plan.context.overrides)
         if verdict.get("ok"):
             out.say(f"vLLM accepts it: max_model_len {verdict['max_model_len']} for {model}")
