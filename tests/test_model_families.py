@@ -106,3 +106,4 @@ def test_training_imports_point_one_way():
         if path.name not in ("backends.py", "__init__.py"):
             assert "aes.train.backends" not in found, path.name
     assert "aes.train.policy" not in imports_of(train / "sync.py")
+    assert "aes.train.sync" not in imports_of(train / "vllm_reload.py") | imports_of(train / "weights.py")

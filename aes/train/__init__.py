@@ -7,6 +7,8 @@
 - :mod:`aes.train.engine` the DeepSpeed engine (CPU and GPU alike), checkpoints
 - :mod:`aes.train.backends` the trainable solver backends and the weight syncs each allows (the top of
   the package: it imports policy, sync and trainer, none of them imports it)
+- :mod:`aes.train.weights` what the weight syncs share (full parameters, the block a chat client's weights change in)
+- :mod:`aes.train.vllm_reload` new weights into running vLLM servers by an in-place reload (CPU)
 - :mod:`aes.train.sync` weight sync to the rollout engine (llama.cpp via GGUF export, in-process, vLLM)
 - :mod:`aes.train.gguf_export` trained weights as a GGUF for llama.cpp
 - :mod:`aes.train.warm_ops` build DeepSpeed's ops ahead of time (``python -m aes.train.warm_ops``)

@@ -44,20 +44,19 @@ with top_p=1, top_k=-1 (truncated sampling makes mu differ from any pi the train
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
 from aes.config import ConfigError, ModelConfig, TrainerConfig
+from aes.train.weights import _is_main, full_parameters, new_weights  # noqa: F401 - the syncs' shared parts
 
 log = logging.getLogger(__name__)
-
 
 
 DEFAULT_SYNCS: dict[str, Callable[[ModelConfig], str]] = {}
@@ -72,20 +71,6 @@ class WeightSync(Protocol):
         """Called after every optimizer step (and after a checkpoint load) with the DeepSpeed engine."""
 
     def close(self) -> None: ...
-
-
-def full_parameters(engine: Any) -> Iterator[tuple[str, torch.Tensor]]:
-    """(name, full tensor) for every parameter, gathered one at a time under ZeRO-3."""
-    module = engine.module
-    if engine.zero_optimization_stage() == 3:
-        import deepspeed
-
-        for name, param in module.named_parameters():
-            with deepspeed.zero.GatheredParameters([param]):
-                yield name, param.data
-    else:
-        for name, param in module.named_parameters():
-            yield name, param.data
 
 
 class SharedModule:
@@ -132,24 +117,6 @@ class CopyWeights:
 
     def close(self) -> None:
         pass
-
-
-def _is_main() -> bool:
-    """Rank 0 (or no process group): the rank that talks to the rollout engine."""
-    return not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
-
-
-@contextlib.contextmanager
-def new_weights(chat: Any) -> Iterator[None]:
-    """The weights behind ``chat`` change inside this block: its calls in flight finish first, new
-    ones wait (``chat.gate``), and once the block is done the chat client counts the update
-    (``chat.weights_updated``), so the calls after it record the new policy version. Episodes in
-    flight go on with the new weights (carried rollouts). A block that raises counts no update."""
-    gate = getattr(chat, "gate", None)
-    with gate.swap() if gate is not None else contextlib.nullcontext():
-        yield
-        if hasattr(chat, "weights_updated"):
-            chat.weights_updated()
 
 
 def swap_local_engine(chat: Any, path: Path) -> None:

@@ -6,7 +6,7 @@ server is never restarted:
 
 1. the trainer writes its weights as a safetensors checkpoint (Hugging Face names, the served
    model's dtype) under ``out_dir/policy-v<N>/``;
-2. the chat client's calls in flight finish and new ones wait (:func:`aes.train.sync.new_weights`);
+2. the chat client's calls in flight finish and new ones wait (:func:`aes.train.weights.new_weights`);
    every server is paused with ``POST /pause?mode=keep`` (requests of other clients, e.g. agents on
    Ray workers, are frozen where they are and go on with the new weights);
 3. ``POST /collective_rpc {"method": "reload_weights", "kwargs": {"weights_path": DIR}}``: each
@@ -99,7 +99,7 @@ class VLLMReload:
 
     @torch.no_grad()
     def push(self, engine: Any) -> None:
-        from aes.train.sync import _is_main, full_parameters, new_weights
+        from aes.train.weights import _is_main, full_parameters, new_weights
 
         params = full_parameters(engine)
         if not _is_main():
