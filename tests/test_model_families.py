@@ -107,3 +107,22 @@ def test_training_imports_point_one_way():
             assert "aes.train.backends" not in found, path.name
     assert "aes.train.policy" not in imports_of(train / "sync.py")
     assert "aes.train.sync" not in imports_of(train / "vllm_reload.py") | imports_of(train / "weights.py")
+
+
+def test_the_trainer_loads_a_long_context_model_with_the_servers_rope_scaling(tmp_path):
+    """A Qwen3 of 40,960 positions asked for 131,072: the trainer's copy gets YaRN (factor 4 over 32,768)
+    as vLLM does, and its rotary embedding is YaRN's (attention scaling from the factor)."""
+    from aes.config import compose_config
+    from aes.models.export import export_tiny
+    from aes.train.backends import load_served_policy
+
+    model_dir = export_tiny(tmp_path / "q3", preset="tiny-qwen3-vllm", max_positions=40960)
+    cfg = compose_config(["solver=qwen", f"solver.model={model_dir}"])
+    model = load_served_policy(cfg)
+    rope = model.config.rope_parameters
+    assert (rope["rope_type"], rope["factor"], rope["original_max_position_embeddings"]) == ("yarn", 4.0, 32768)
+    assert model.config.max_position_embeddings == 131072
+    assert model.model.rotary_emb.attention_scaling > 1.0  # YaRN's mscale: not the default rope
+    plain = load_served_policy(compose_config(["solver=qwen", f"solver.model={model_dir}",
+                                               "solver.context_length=32768"]))
+    assert plain.config.rope_parameters["rope_type"] == "default" and plain.model.rotary_emb.attention_scaling == 1.0

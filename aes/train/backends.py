@@ -87,21 +87,27 @@ def is_gguf(model: str) -> bool:
     return model.strip().lower().endswith(".gguf") or model.strip().lower() in SMOLLM2_ALIASES
 
 
+def load_served_policy(cfg: AesConfig):
+    """The trainable copy of a served solver: its GGUF dequantised, or ``solver.model`` loaded with the
+    rope-scaling overrides the server gets (:mod:`aes.models.families`), so it trains at the context it
+    is sampled at."""
+    if is_gguf(cfg.solver.model):  # the embedded model (llama.cpp's GGUF, or vLLM's export of it)
+        from aes.models.hf_chat import load_gguf_policy
+
+        return load_gguf_policy(cfg.solver.model)
+    from transformers import AutoModelForCausalLM
+
+    from aes.models.families import trainer_overrides
+
+    overrides = trainer_overrides(cfg.solver, cfg.cluster)
+    if overrides:
+        log.info("loading %s for training with %s", cfg.solver.model, overrides)
+    return AutoModelForCausalLM.from_pretrained(cfg.solver.model, dtype=torch.float32, **overrides)
+
+
 def _served(cfg: AesConfig, budget: RunBudget, paths, sync: str) -> TrainableSolver:
     def load():
-        if is_gguf(cfg.solver.model):  # served by llama.cpp: train a dequantised transformers copy
-            from aes.models.hf_chat import load_gguf_policy
-
-            return load_gguf_policy(cfg.solver.model)
-        from transformers import AutoModelForCausalLM
-
-        from aes.models.families import trainer_overrides
-
-        # the context vLLM serves it at: the same rope-scaling overrides (aes/models/families.py)
-        overrides = trainer_overrides(cfg.solver, cfg.cluster)
-        if overrides:
-            log.info("loading %s for training with %s", cfg.solver.model, overrides)
-        return AutoModelForCausalLM.from_pretrained(cfg.solver.model, dtype=torch.float32, **overrides)
+        return load_served_policy(cfg)
 
     chat = build_model(cfg.solver, budget)
     out_dir = paths.checkpoints / "vllm" if sync == "vllm_reload" else paths.gguf
