@@ -196,6 +196,11 @@ def test_a_dppo_update_pushed_into_the_running_server_moves_its_logprobs(served,
     bad = Episode([Sample(ids, [0] * len(prompt) + [1] * len(completion), [0.0] * len(prompt) +
                           list(result.completion_logprobs))], reward=0.0)
     version = chat.weights_version
+    from aes.agents import TerminalAgent
+    from aes.config import BudgetConfig
+    from aes.sandbox.ray_executor import _rebuild_agent, describe_agent
+
+    submitted = describe_agent(TerminalAgent(chat, AgentConfig()))  # an attempt sent to a Ray worker now
     stats = trainer.update([Group("env", [good, bad])])
     assert stats["step"] == 1.0
     after = server_logprobs()
@@ -206,12 +211,13 @@ def test_a_dppo_update_pushed_into_the_running_server_moves_its_logprobs(served,
     assert moved > 1e-2  # the update changed the policy, and the server serves the change
     assert torch.allclose(after, new_pi, atol=1e-3)
     assert chat.weights_version == version + 1 and server_version(root) == version + 1
-    # a client in another process (an agent on a Ray worker) built before the push follows the server
-    other = build_model(cfg.solver)
-    assert other.weights_version == 0
-    other.server_versions = True  # what the Ray executor sets on a worker's vLLM client
-    assert other.weights_version == version + 1
-    assert other.chat([{"role": "user", "content": "ls"}]).policy_version == version + 1
+    # the attempt submitted before the push, rebuilt on its worker (the Ray executor's own code): its
+    # client follows the version the server reports, not the one it was submitted under
+    assert submitted.weights_version == version
+    _, worker_model = _rebuild_agent(submitted, BudgetConfig())
+    assert worker_model is not chat and worker_model.server_versions
+    assert worker_model.weights_version == version + 1
+    assert worker_model.chat([{"role": "user", "content": "ls"}]).policy_version == version + 1
     assert not call(root, "/is_paused", method="GET")["is_paused"]
     trainer.close()
 
