@@ -40,6 +40,21 @@ def _config(overrides: list[str]):
 
 
 @app.command()
+def doctor(
+    overrides: list[str] = typer.Argument(None, help="The run's command-line overrides, e.g. proposer=claude solver=qwen."),
+    no_vllm: bool = typer.Option(False, "--no-vllm", help="Skip vLLM's own check of the model config."),
+) -> None:
+    """Preflight a command line: the vLLM server command it would run, its tool parser and context
+    decision (aes/cluster/preflight.py). Exit 0 when the run could start, 1 when it would stop."""
+    from aes.cluster.preflight import preflight
+
+    result = preflight(_config(list(overrides or [])), ask_vllm=not no_vllm)
+    for line in result.lines:
+        typer.echo(line)
+    raise typer.Exit(0 if result.ok else 1)
+
+
+@app.command()
 def validate(
     paths: list[Path] = typer.Argument(..., exists=True, help="Task dirs, or dirs of task dirs."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the verdicts here as JSON."),

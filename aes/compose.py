@@ -169,7 +169,7 @@ def build_flywheel(cfg: AesConfig, run_dir: Path) -> FlywheelParts:
     from aes.models import check_models
     from aes.pool import PoolStore
     from aes.report.metrics import MetricsLogger
-    from aes.train.policy import build_trainable_solver
+    from aes.train.backends import build_trainable_solver
 
     paths = RunPaths(Path(run_dir))
     budget = RunBudget(cfg.budget)

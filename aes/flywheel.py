@@ -63,6 +63,14 @@ class Flywheel:
         self.carried = 0
         """Attempts still running when the last update started."""
         if self.cfg.flywheel.carry_unfinished:
+            if self.cfg.sandbox.executor == "ray" and not self.follows_server_versions():
+                from aes.config import ConfigError
+
+                raise ConfigError(
+                    "flywheel.carry_unfinished with sandbox.executor=ray needs a solver served by vLLM "
+                    "(solver.engine=vllm, or cluster.backend=vllm): an attempt on a Ray worker learns of the "
+                    "updates made while it runs only from the vLLM server's policy version; with another "
+                    "solver its later turns would record a stale version. Set flywheel.carry_unfinished=false")
             self.rollouts.max_policy_span = self.cfg.flywheel.carry_max_updates
         self.reused = 0
         """Groups of the last update taken from rollouts the policy had already made (see unused_groups)."""
@@ -73,6 +81,12 @@ class Flywheel:
         pipeline = getattr(self.stack, "pipeline", None)
         if pipeline is not None:
             pipeline.clock = self.clock
+
+    def follows_server_versions(self) -> bool:
+        """Whether the solver's clients on other machines read the policy version from its vLLM servers."""
+        solver, cluster = self.cfg.solver, self.cfg.cluster
+        return solver.backend == "openai_compatible" and (
+            solver.engine == "vllm" or (cluster.servers > 0 and cluster.backend == "vllm"))
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> None:

@@ -209,7 +209,7 @@ def train(cfg: AesConfig, run_dir: Path) -> bool:
     from aes.paths import RunPaths
     from aes.report.metrics import MetricsLogger
     from aes.train.advantages import GroupBatcher
-    from aes.train.policy import build_trainable_solver
+    from aes.train.backends import build_trainable_solver
     from aes.train.step import train_step
 
     if not cfg.trajectories:

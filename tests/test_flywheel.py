@@ -110,4 +110,4 @@ def test_carried_rollouts_go_on_under_the_new_policy(sandbox, tmp_path):
         versions = [s["extra"]["policy_version"] for s in steps_]
         assert versions == sorted(versions)  # a carried attempt only moves forward in policy
         spans.append(versions[-1] - versions[0] if versions else 0)
-    assert max(spans) <= 2  # flywheel.carry_max_updates
+    assert spans and max(spans) <= 2  # flywheel.carry_max_updates (an attempt spanning an update: tests/test_carried.py)

@@ -16,6 +16,7 @@ as a reward of 0. Every other model error ends the episode as ``model_error``.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -43,6 +44,9 @@ BASH_TOOL = ToolSpec(
 SUBMIT_TOOL = ToolSpec(name="submit", description="Finish: the task is complete.")
 
 _FENCE = re.compile(r"```(?:bash|sh|shell|console)?[ \t]*\n(.*?)```", re.DOTALL)
+_TEXT_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*(?:</tool_call>|$)", re.DOTALL)
+"""A tool call written as text in the reply (Qwen/Hermes layout), e.g. by a server started without a
+tool parser: ``<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>``."""
 _DONE = re.compile(r"^\s*(DONE|TASK COMPLETE)\s*[.!]?\s*$", re.IGNORECASE | re.MULTILINE)
 MIN_REPLY_TOKENS = 64
 
@@ -82,22 +86,48 @@ class Action:
     arguments: dict[str, Any] = field(default_factory=dict)
     done: bool = False
     call: ToolCall | None = None
+    native: bool = False
+    """The call came as a native tool call (not written as text): its result goes back as a tool message."""
 
 
 def _call(name: str, arguments: dict[str, Any]) -> ToolCall:
     return ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=arguments)
 
 
+def text_tool_calls(text: str) -> list[ToolCall]:
+    """Tool calls written as text (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``), in
+    order; a block that is not such a JSON object is skipped."""
+    calls = []
+    for match in _TEXT_CALL.finditer(text or ""):
+        try:
+            data = json.loads(match.group(1))
+        except ValueError:
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            continue
+        args = data.get("arguments", data.get("parameters", {}))
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                continue
+        if isinstance(args, dict):
+            calls.append(_call(data["name"], args))
+    return calls
+
+
 def parse_action(result: ChatResult, host_tools: dict[str, HostTool] | None = None) -> Action:
-    """The first tool call or fenced block; ``submit`` or DONE ends the episode."""
+    """The first tool call (native, else written as text in the reply) or fenced block; ``submit``
+    or DONE ends the episode."""
     host_tools = host_tools or {}
-    for call in result.tool_calls:
+    native = bool(result.tool_calls)
+    for call in result.tool_calls or text_tool_calls(result.text):
         if call.name == "submit":
-            return Action(done=True, call=call)
+            return Action(done=True, call=call, native=native)
         if call.name in host_tools:
-            return Action(tool=call.name, arguments=call.arguments, call=call)
+            return Action(tool=call.name, arguments=call.arguments, call=call, native=native)
         if call.name == "bash" and isinstance(call.arguments.get("command"), str):
-            return Action(command=call.arguments["command"], call=call)
+            return Action(command=call.arguments["command"], call=call, native=native)
     match = _FENCE.search(result.text or "")
     if match and match.group(1).strip():
         command = match.group(1).strip()
@@ -260,7 +290,7 @@ class Episode:
     def _observe(self, step: dict, action: Action, observation: str, **extra: Any) -> None:
         call_id = action.call.id if action.call else None
         self.recorder.observe(step, call_id, observation, **extra)
-        if self.uses_tools and call_id:
+        if self.uses_tools and call_id and action.native:
             self.messages.append({"role": "tool", "tool_call_id": call_id, "content": observation})
         else:
             self.messages.append({"role": "user", "content": observation})

@@ -10,7 +10,7 @@ This module must stay importable without torch, vLLM or DeepSpeed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from omegaconf import MISSING
 
@@ -70,6 +70,11 @@ class ModelConfig:
     """Concurrent generation slots of an in-process server (local)."""
     seed: Optional[int] = None
     """Sampling seed where the backend supports one; None draws a fresh one."""
+    rope_scaling: Any = None
+    """Config overrides that let the model read ``context_length`` tokens (e.g. ``{rope_parameters:
+    {rope_type: yarn, factor: 4.0, original_max_position_embeddings: 32768}, max_position_embeddings:
+    131072}``), given to vLLM (--hf-overrides) and to the trainer's model load alike; None: the model
+    card's recipe of its family when the context needs one (aes/models/families.py)."""
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
@@ -78,6 +83,8 @@ class ModelConfig:
             raise ConfigError(f"model max_tokens must be > 0, got {self.max_tokens}")
         if self.engine not in ("auto", "vllm", "llamacpp"):
             raise ConfigError(f"model engine must be auto, vllm or llamacpp, got {self.engine!r}")
+        if self.rope_scaling is not None and not isinstance(self.rope_scaling, dict):
+            raise ConfigError(f"model rope_scaling must be a mapping of config overrides or null, got {self.rope_scaling!r}")
 
 
 @dataclass
@@ -328,7 +335,8 @@ class TrainerConfig:
     """Proposer reward r_P of a valid environment that was not admitted (broken: 0, admitted: 1)."""
     weight_sync: str = "auto"
     """How the rollout engine gets new weights: auto (the solver backend's default), gguf, shared, copy,
-    vllm_server or llamacpp_server (which backend allows which: aes/train/backends.py)."""
+    vllm_server (NCCL into running vLLM servers, GPUs), vllm_reload (a safetensors checkpoint the running
+    vLLM servers reload in place, CPU) or llamacpp_server (which backend allows which: aes/train/backends.py)."""
     vllm_group_port: int = 51216
     """Port of the NCCL rendezvous between trainer and vLLM server (weight_sync=vllm_server)."""
     updates_per_refresh: int = 16
@@ -360,8 +368,9 @@ class TrainerConfig:
                               f"trainer.max_seq_len ({self.max_seq_len})")
         if not 0.0 <= self.proposer_partial_reward <= 1.0:
             raise ConfigError("trainer.proposer_partial_reward must lie in [0, 1]")
-        if self.weight_sync not in ("auto", "gguf", "shared", "copy", "vllm_server", "llamacpp_server"):
-            raise ConfigError("trainer.weight_sync must be auto, gguf, shared, copy, vllm_server or "
+        if self.weight_sync not in ("auto", "gguf", "shared", "copy", "vllm_server", "vllm_reload",
+                                    "llamacpp_server"):
+            raise ConfigError("trainer.weight_sync must be auto, gguf, shared, copy, vllm_server, vllm_reload or "
                               f"llamacpp_server, got {self.weight_sync!r}")
 
 
@@ -724,6 +733,15 @@ class ClusterConfig:
     """Rendezvous port of the trainer ranks on the first trainer node; None: derived from the job id."""
     dist_timeout_min: float = 1440.0
     """Timeout of the trainer ranks' collectives: the other ranks wait on rank 0's rollouts between updates."""
+    python: Optional[str] = None
+    """The interpreter whose vLLM serves (backend vllm); None: ``.aes-cache/vllm-venv`` when setup made it
+    (AES_WITH_VLLM=1, vLLM's CPU build), else this interpreter (the ``vllm`` extra on GPU machines)."""
+    tool_parser: str = "auto"
+    """vLLM's --tool-call-parser: auto (the model family's, aes/models/families.py; none for a family
+    without tool calls, whose solver then writes fenced blocks), none, or a parser name."""
+    model_config: Optional[str] = None
+    """A copy of the served model's config.json (or its directory) for the preflight's context check
+    where the model itself is not on this machine; None: read it from the model."""
 
     def __post_init__(self) -> None:
         if self.backend not in ("vllm", "llamacpp"):

@@ -199,6 +199,35 @@ class OpenAIChat(BaseChatModel):
         """Calls each server has served."""
         self._next = 0
         self._affinity: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self.server_versions = False
+        """Read the policy version from the vLLM server before each call (``GET /weight_info``, set by
+        the trainer's ``vllm_reload`` push): a client in another process than the trainer's (an agent on
+        a Ray worker) then records the version that serves it, not the one it was built with."""
+
+    @property
+    def weights_version(self) -> int:  # type: ignore[override]
+        if self.server_versions:
+            served = self.served_version()
+            if served is not None:
+                return max(served, self._weights_version)
+        return self._weights_version
+
+    def served_version(self) -> int | None:
+        """The policy version the (first) vLLM server reports, None when it reports none."""
+        import urllib.error
+        import urllib.request
+
+        root = self.endpoint.removesuffix("/v1")
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(root + "/weight_info", timeout=HEALTH_TIMEOUT_SEC) as response:
+                value = json.loads(response.read()).get("weight_version")
+        except (OSError, ValueError, AttributeError):
+            return None
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            return None
 
     @property
     def endpoint(self) -> str:

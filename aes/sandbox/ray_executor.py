@@ -367,6 +367,8 @@ def _rebuild_agent(spec: AgentSpec, budget: BudgetConfig):
         model = _model(spec.model, budget)
         if spec.weights_version is not None and hasattr(model, "_weights_version"):
             model._weights_version = spec.weights_version
+        if getattr(model, "engine", None) == "vllm" and hasattr(model, "server_versions"):
+            model.server_versions = True  # follow the updates pushed while the attempt runs (vllm_reload)
         agent = TerminalAgent.__new__(TerminalAgent)
         agent.__dict__.update(spec.state)
         agent.model = model
