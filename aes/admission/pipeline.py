@@ -14,8 +14,9 @@ from pathlib import Path
 
 from aes.admission.decontam import Decontaminator
 from aes.admission.review import Reviewer, ReviewResult
-from aes.admission.validate import ValidationReport, Validator
+from aes.admission.validate import ValidationReport, Validator, internal_error
 from aes.calibration import ADMIT, CalibrationResult, Calibrator
+from aes.errors import InfrastructureError
 from aes.report.clock import NO_CLOCK
 from aes.tasks import Reason, load_task
 
@@ -74,12 +75,26 @@ class AdmissionPipeline:
         """The run's stage clock (``seconds/admission``, ``seconds/calibration`` of a round)."""
 
     def admit(self, task_dir: Path, env_id: str) -> AdmissionVerdict:
-        with self.clock("admission"):
-            verdict = self._checks(task_dir, env_id)
-        if not verdict.valid or self.calibrator is None:
+        """The verdict on one draft. Every draft gets one: an error of aes itself while judging it is
+        logged with its traceback and rejects the draft (``internal.error``), so one draft never stops
+        a generation; only an :class:`~aes.errors.InfrastructureError` is raised."""
+        verdict = AdmissionVerdict()
+        try:
+            with self.clock("admission"):
+                verdict = self._checks(task_dir, env_id)
+            if not verdict.valid or self.calibrator is None:
+                return verdict
+            with self.clock("calibration"):
+                return self._calibrate(verdict, task_dir, env_id)
+        except InfrastructureError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - logged with its traceback; the draft gets a verdict
+            log.exception("%s: aes failed while judging the draft", env_id)
+            failed = "calibration" if verdict.valid else None
+            verdict.valid = verdict.admitted = False
+            self._fail(verdict, [internal_error(exc)])
+            verdict.failed_stage = failed or verdict.failed_stage
             return verdict
-        with self.clock("calibration"):
-            return self._calibrate(verdict, task_dir, env_id)
 
     def _checks(self, task_dir: Path, env_id: str) -> AdmissionVerdict:
         """Checks 1-6: ``valid`` when they all pass."""

@@ -183,6 +183,27 @@ class AdmissionConfig:
     """Most characters of each task file shown to the grader."""
     rubric: list[ReviewCriterion] = field(default_factory=list)
     """The review criteria; every one must pass."""
+    max_build_sec: float = 900.0
+    """Admission builds a task's image for at most this long, whatever its build_timeout_sec says
+    (checks 1-4 as a whole end in bounded time; a cached image costs nothing)."""
+    max_reference_sec: float = 900.0
+    """Admission runs solution/solve.sh for at most this long, whatever its [agent] timeout_sec says."""
+    max_verifier_sec: float = 900.0
+    """Admission runs the reference's tests for at most this long, whatever [verifier] timeout_sec says."""
+    nop_verifier_factor: float = 3.0
+    """The do-nothing run's tests get this many times the reference's measured test time (at least
+    ``nop_verifier_floor_sec``); cut there, the task is rejected (``nop.verifier_timeout``): tests that do
+    not end when the work is missing cost every failing solver attempt the whole verifier timeout."""
+    nop_verifier_floor_sec: float = 60.0
+    """The least time the do-nothing run's tests get (a [verifier] timeout_sec within this bound may be
+    waited out, as Harbor does: that do-nothing run counts as below ``nop_max_reward``, with a warning)."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_build_sec", "max_reference_sec", "max_verifier_sec", "nop_verifier_factor",
+                     "nop_verifier_floor_sec"):
+            value = getattr(self, name)
+            if not 0 < value < 1e9:
+                raise ConfigError(f"admission.{name} must be a positive number of seconds (or a factor), got {value!r}")
 
 
 @dataclass
