@@ -29,7 +29,7 @@ from aes.sandbox import (
 from aes.hil.blockers import is_hil_task, registry_reasons
 from aes.sandbox import limits
 from aes.sandbox.limits import clamp_notes
-from aes.sandbox.trial import admission_code
+from aes.sandbox.trial import admission_code, printable
 from aes.tasks import Reason, Task, TaskLoadError, load_task
 from aes.tasks.static import check_task_with_config
 
@@ -173,6 +173,9 @@ class Validator:
             log.exception("admission %s: aes failed while checking it", Path(path).name)
             report = ValidationReport(task=str(path), valid=False)
             report.reasons.append(internal_error(exc))
+        # names read from the task or a container may not be UTF-8: the verdict must print and save
+        report.reasons = [Reason(r.code, printable(r.message)) for r in report.reasons]
+        report.notes = printable(report.notes)
         report.seconds = time.monotonic() - start
         report.valid = not report.reasons
         return report

@@ -392,6 +392,13 @@ class SandboxConfig:
     ``conf/sandbox/docker.yaml`` holds the paper's 8 GiB, ``conf/scale/`` the laptop's."""
     pids_limit: int = 1024
     """Most processes in one trial container (stops fork bombs)."""
+    build_memory_mb: int = 8192
+    """Memory of an image build's steps in MiB (clamped to the host; 0: no cap)."""
+    build_cpus: float = 4.0
+    """CPUs of an image build's steps (clamped to the host; 0: no cap)."""
+    build_pids_limit: int = 4096
+    """Most processes of an image build's steps at once (a cgroup of its own: needs a local engine
+    with the cgroupfs driver and aes as root; 0: no cap)."""
     default_build_timeout_sec: float = 600.0
     """Image build limit when task.toml gives none."""
     default_agent_timeout_sec: float = 600.0
@@ -499,6 +506,11 @@ class SandboxConfig:
             raise ConfigError("sandbox.concurrency must be >= 1")
         if self.output_limit_bytes < 1024:
             raise ConfigError("sandbox.output_limit_bytes must be >= 1024")
+        if self.build_memory_mb < 0 or self.build_cpus < 0 or self.build_pids_limit < 0:
+            raise ConfigError("sandbox.build_memory_mb, build_cpus and build_pids_limit must be >= 0 (0: no cap)")
+        if 0 < self.build_pids_limit < 16 or 0 < self.build_memory_mb < 64:
+            raise ConfigError("sandbox.build_pids_limit must be 0 or >= 16 and sandbox.build_memory_mb 0 or >= 64: "
+                              "a build needs a few processes and some memory for its shell")
         if self.engine_retries < 0 or self.engine_wait_sec < 0:
             raise ConfigError("sandbox.engine_retries and sandbox.engine_wait_sec must be >= 0")
         for name in ("max_build_timeout_sec", "max_agent_timeout_sec", "max_verifier_timeout_sec", "max_cpus",

@@ -363,6 +363,7 @@ class TrialRunner:
                 pristine.discard(self.sandbox)
             timings["teardown"] = time.monotonic() - clock
             result.timings = {**result.timings, **timings}
+            result.detail, result.agent_info = printable(result.detail), printable(result.agent_info)
         return result
 
     def _agent_phase(self, container: Container, task: Task, agent: TrialAgent, result: TrialResult,
@@ -504,6 +505,29 @@ class _Background:
         value = self._result[0] if self._result else None
         if isinstance(value, Container):
             sandbox.discard(value)
+
+
+def printable(value):
+    """``value`` with every string made encodable as UTF-8: a file name that is not UTF-8 (read from a
+    container as Python's surrogate escapes) shows its bytes as ``\\xff``, so a trial's result can be
+    printed, logged and written as JSON whatever names the agent gave its files."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogateescape" if _escaped_only(value) else "backslashreplace") \
+                .decode("utf-8", "backslashreplace")
+        return value
+    if isinstance(value, dict):
+        return {printable(k): printable(v) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(printable(v) for v in value)
+    return value
+
+
+def _escaped_only(text: str) -> bool:
+    """True when every lone surrogate in ``text`` is one of Python's escapes of a byte (U+DC80-U+DCFF)."""
+    return all(not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF for c in text)
 
 
 def _infra_outcome(exc: Exception) -> Outcome:
