@@ -458,6 +458,12 @@ class TrialRunner:
             result.outcome = Outcome.VERIFIER_TIMEOUT
             result.detail = f"verifier exceeded {timeout:.0f} s ([verifier] timeout_sec)"
             return
+        over = self.sandbox.storage.exceeded(container)
+        if over:
+            result.outcome = Outcome.STORAGE_EXCEEDED
+            result.detail = (f"the verifier's container wrote {over[0] >> 20} MiB, over the task's storage "
+                             f"limit of {over[1] >> 20} MiB ([environment] storage_mb): killed")
+            return
         if run.exit_code is None and run.output.startswith("exec failed"):
             result.outcome, result.detail = Outcome.NO_REWARD_FILE, f"tests/test.sh could not be started: {run.output}"
             return
