@@ -28,6 +28,8 @@ from aes.sandbox import (
 )
 from aes.hil.blockers import is_hil_task, registry_reasons
 from aes.sandbox import limits
+from aes.sandbox.docker_backend import SandboxError
+from aes.sandbox.hooks import HookInspector
 from aes.sandbox.limits import clamp_notes
 from aes.sandbox.trial import admission_code, printable
 from aes.tasks import Reason, Task, TaskLoadError, load_task
@@ -133,6 +135,7 @@ class Validator:
         self.cfg = cfg
         self.admission = admission or AdmissionConfig()
         """Admission's time bounds (``admission.max_*_sec``, the do-nothing run's verifier bound)."""
+        self._inspector: HookInspector | None = None
         self.generated = generated
         """The tasks are proposals (a run's admission, the proposer's validate tool): a prebuilt
         ``docker_image`` is refused, since only a Dockerfile's build is what the static checks read."""
@@ -230,11 +233,13 @@ class Validator:
         # with the do-nothing tests given the floor, and only where the reference's tests turn out
         # slow enough to earn a longer bound is a do-nothing run cut at the floor run again with it.
         nop_first = self._with_verifier_timeout(task, self._nop_bound(task, None))
-        with ThreadPoolExecutor(max_workers=2) as pool:
+        with ThreadPoolExecutor(max_workers=3) as pool:  # the image's start-up hooks are inspected meanwhile
             logs = self.logs_dir / task.name.replace("/", "__") / "oracle" if self.logs_dir else None
+            hooks_f = pool.submit(self._hooks, build.image, build.base, task, report)
             oracle_f = pool.submit(trial, "oracle", OracleAgent(), logs)
             nop_f = pool.submit(trial, "no-op", _NopProbe(self.reset_check), None, nop_first)
             report.oracle, report.nop = oracle_f.result(), nop_f.result()
+            report.reasons += hooks_f.result()
         bound = self._nop_bound(task, report.oracle.timings.get("tests"))
         if report.nop.outcome is Outcome.VERIFIER_TIMEOUT and bound > limits.verifier_timeout(self.cfg, nop_first):
             report.nop = trial("no-op", _NopProbe(self.reset_check), None, self._with_verifier_timeout(task, bound))
@@ -257,6 +262,24 @@ class Validator:
             report.reasons += self.domain_checks(path, self.runner, build.image)
         report.notes += _warnings(report.oracle, report.nop)
         return report
+
+    def _hooks(self, image: str, base: str | None, task: Task, report: ValidationReport) -> list[Reason]:
+        """Start-up hooks of the built image that load what the agent can write (:mod:`aes.sandbox.hooks`)."""
+        if self._inspector is None:
+            sandbox = self.runner.sandbox
+            if not hasattr(sandbox, "run_container"):
+                report.notes.append("the image's start-up hooks were not inspected (no local Docker sandbox: "
+                                    "sandbox.executor=ray)")
+                return []
+            self._inspector = HookInspector(sandbox)
+        began = time.monotonic()
+        try:
+            reasons = self._inspector.reasons(image, base, task)
+        except SandboxError as exc:  # an image that cannot start a shell: its trials say so
+            report.notes.append(f"the image's start-up hooks could not be inspected: {exc}")
+            reasons = []
+        report.timings["hooks"] = time.monotonic() - began
+        return reasons
 
     def _bounded(self, task: Task) -> tuple[Task, list[str]]:
         """``task`` with its build, reference and test timeouts bounded by ``admission.max_*_sec``

@@ -53,6 +53,9 @@ class BuildResult:
     reason: Reason | None = None
     substitutions: list[str] = field(default_factory=list)
     """``public -> local`` base images that were substituted."""
+    base: str | None = None
+    """The image the final stage builds on (after substitution); None for a prebuilt ``docker_image``
+    or a base that cannot be told (``scratch``, a build argument)."""
 
 
 def _normalise(ref: str) -> str:
@@ -218,16 +221,17 @@ class ImageBuilder:
         if failure:
             return BuildResult(image=None, reason=failure, substitutions=subs,
                                seconds=time.monotonic() - start)
+        base = final_base(dockerfile)
         context, digest = self._context(task, dockerfile)
         digest = hashlib.sha256((digest + "\0" + "\0".join(base_ids)).encode()).hexdigest()
         tag = f"{IMAGE_REPO}:{digest[:24]}"
         with context, self._lock(tag):
             if self._local_image_id(tag):
-                return BuildResult(image=tag, cached=True, substitutions=subs,
+                return BuildResult(image=tag, cached=True, substitutions=subs, base=base,
                                    seconds=time.monotonic() - start)
             ok, log_tail, reason = self._run_build(context, tag, task, limits.build_timeout(self.cfg, task))
         return BuildResult(image=tag if ok else None, log_tail=log_tail, reason=reason,
-                           substitutions=subs, seconds=time.monotonic() - start)
+                           substitutions=subs, base=base, seconds=time.monotonic() - start)
 
     def _run_build(self, context, tag: str, task: Task, timeout: float) -> tuple[bool, str, Reason | None]:
         cgroup = BuildCgroup(self.caps, self.cgroup_version) if self.cgroup_version else None
@@ -303,6 +307,23 @@ class ImageBuilder:
                 f"a RUN step was killed for using more than {self.caps.memory_mb} MiB of memory "
                 f"(sandbox.build_memory_mb): {error}\n{last}").strip())
         return None
+
+
+def final_base(dockerfile: str) -> str | None:
+    """The image the Dockerfile's final stage starts from, following ``FROM <stage>`` to the
+    stage's own base; None for ``scratch`` or a reference with a build argument."""
+    stages: dict[str, str] = {}
+    ref = None
+    for word, args, _ in dockerfile_instructions(dockerfile):
+        if word != "FROM":
+            continue
+        parts = [a for a in args.split() if not a.startswith("--")]
+        if not parts:
+            continue
+        ref = stages.get(parts[0].lower(), parts[0])
+        if len(parts) >= 3 and parts[-2].upper() == "AS":
+            stages[parts[-1].lower()] = ref
+    return None if ref is None or "$" in ref or ref == "scratch" else ref
 
 
 MAX_DOCKERIGNORE_BYTES = 1 << 20
