@@ -347,10 +347,10 @@ class Validator:
                 "build.secret_in_image",
                 f"the image already contains {', '.join(leaked)}; solution/ and tests/ must not be in it",
             ))
-        if oracle.outcome is Outcome.OK and oracle.reward is not None and oracle.reward != 1.0:
+        if oracle.outcome is Outcome.OK and oracle.reward != 1.0:
             reasons.append(Reason(
                 "oracle.reward_below_one",
-                f"the reference solution scores {oracle.reward:.3f}, not 1.0"
+                f"the reference solution scores {'nothing' if oracle.reward is None else f'{oracle.reward:.3f}'}, not 1.0"
                 + (f" (solve.sh exit {oracle.agent_exit_code})" if oracle.agent_exit_code else "")
                 + f"; verifier output: {_tail(oracle.verifier_output)}" + _not_carried(oracle),
             ))
