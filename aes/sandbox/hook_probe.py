@@ -118,6 +118,9 @@ def const_str(node):
 
 
 SHELL_PATH = re.compile(r"(?:^|[\s'\"=:;(`])((?:~|\$HOME|\$\{HOME\})?/[^\s'\"`;|&<>()$:#]+)")
+SHELL_RUN = re.compile(r"(?:^|[;&|(`{]|\bthen\b|\bdo\b|\belse\b)[ \t]*(?:(?:\.|source|exec|command|eval|sh|bash|dash|zsh)"
+                       r"[ \t]+)?[\"']?((?:~|\$HOME|\$\{HOME\})?/[^\s'\"`;|&<>()$:#]+)", re.MULTILINE)
+"""A path a shell runs or sources: at a command's position, or after ``.``, ``source``, ``exec``, ``sh``."""
 SHELL_COMMENT = re.compile(r"(^|\s)#.*$", re.MULTILINE)
 
 
@@ -129,7 +132,8 @@ def analyse(found, all_homes):
             continue
         if h["kind"] in ("shell", "preload"):
             own = [home for home in all_homes if h["file"].startswith(home + "/")]
-            for match in SHELL_PATH.finditer(SHELL_COMMENT.sub("", h["text"])):
+            pattern = SHELL_RUN if h["kind"] == "shell" else SHELL_PATH
+            for match in pattern.finditer(SHELL_COMMENT.sub("", h["text"])):
                 ref = match.group(1).rstrip(".")
                 if ref.startswith(("~", "$HOME", "${HOME}")):
                     tail = ref.split("/", 1)[1]

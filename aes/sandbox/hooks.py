@@ -12,7 +12,8 @@ What runs at a process's start, by mechanism:
   ``sitecustomize`` / ``usercustomize`` modules found on the start-up import path;
 * the dynamic loader: ``/etc/ld.so.preload``;
 * shells: the profile and rc files (``/etc/profile``, ``/etc/profile.d/*``, ``/etc/bash.bashrc``,
-  each home's ``.bashrc``, ``.profile``, ...), and the files ``BASH_ENV`` / ``ENV`` name;
+  each home's ``.bashrc``, ``.profile``, ...), and the files ``BASH_ENV`` / ``ENV`` name: the paths
+  they run or source (at a command's position, after ``.``, ``source``, ``exec``, ``sh``);
 * the image's environment: start-up variables (:mod:`aes.tasks.startup`: loader, shell and
   interpreter hooks, tools' options that load code), ``PATH`` and ``PYTHONPATH`` aside (the
   sealed verifier handles those).
@@ -22,7 +23,8 @@ nor a copy of the base's ``/etc/skel``); a prebuilt ``docker_image`` has no base
 hooks are. A hook is rejected (``build.startup_hook``, naming it) when it loads, imports or names
 a path the agent can write: one that does not exist in the image outside its runtime (``/usr``,
 ``/bin``, ``/sbin``, ``/lib*``: whoever creates it later arms the hook), one in the workdir, a home
-or scratch space (``/tmp``, ``/var/tmp``, ``/dev/shm``), or one the agent's user may write; a
+(but its dot-entries, which the sealed verifier never takes from the agent's work) or scratch space
+(``/tmp``, ``/var/tmp``, ``/dev/shm``), or one the agent's user may write; a
 module it imports that resolves there, or that the image lacks while such a directory is on the
 start-up path; and code that computes what it loads (``exec``, ``open``, ``__import__`` of a
 value that is not a constant), or a start-up module that exists only as bytecode.
@@ -160,13 +162,15 @@ class _Judge:
         path = posixpath.normpath(path)
         fact = self.paths.get(path) or self.paths.get(path + "/") or {}
         in_runtime = _under(path, RUNTIME_ROOTS)
+        home = next((h for h in self.homes if _under(path, (h,))), None)
+        if home and path[len(home):].lstrip("/").startswith("."):
+            return None  # a home's dot-entries (rc files, ~/.local, ~/.config) never come from the agent's work
         if fact and not fact.get("exists") and not in_runtime:
             return "does not exist in the image (whoever creates it arms the hook)"
         if self.workdir and _under(path, (self.workdir,)):
             return f"lies in the workdir {self.workdir}"
         if _under(path, SCRATCH):
             return "lies in scratch space"
-        home = next((h for h in self.homes if _under(path, (h,))), None)
         if home:
             return f"lies in the home {home}"
         if fact.get("writable"):
