@@ -260,7 +260,7 @@ class Validator:
             report.reasons += self._reset(task, build.image, report.nop)
         if not report.reasons and self.domain_checks is not None:
             report.reasons += self.domain_checks(path, self.runner, build.image)
-        report.notes += _warnings(report.oracle, report.nop)
+        report.notes += _warnings(report.oracle, report.nop, cut=any(r.code == "nop.verifier_timeout" for r in report.reasons))
         return report
 
     def _hooks(self, image: str, base: str | None, task: Task, report: ValidationReport) -> list[Reason]:
@@ -389,12 +389,13 @@ def _not_carried(oracle: TrialResult) -> str:
             "with the tests' tools too; a task whose work is files (outputs, code, configuration) needs neither")
 
 
-def _warnings(oracle: TrialResult, nop: TrialResult) -> list[str]:
-    """What passes admission but costs every solver attempt time."""
+def _warnings(oracle: TrialResult, nop: TrialResult, cut: bool = False) -> list[str]:
+    """What passes admission but costs every solver attempt time (``cut``: the do-nothing run's
+    timeout is a rejection already)."""
     notes = []
     if oracle.outcome is Outcome.AGENT_TIMEOUT:
         notes.append(f"warning: solution/solve.sh ran into its timeout ({oracle.detail}); the tests passed anyway")
-    if nop.outcome in _NOP_UNVERIFIED:
+    if nop.outcome in _NOP_UNVERIFIED and not cut:
         notes.append(f"warning: with no work done the verifier gives no reward ({nop.outcome.value}: {nop.detail}); "
                      "Harbor counts that as below 0.5, and so does aes, but every such solver attempt "
                      "costs the verifier's full run")
