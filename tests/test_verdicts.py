@@ -207,3 +207,22 @@ def test_the_do_nothing_runs_test_time_follows_the_references(cfg, tmp_path):
     assert validator._nop_bound(task, None) == 60.0
     assert validator._nop_bound(task, 100.0) == 300.0
     assert validator._nop_bound(task, 1000.0) == 900.0  # never past the task's own timeout
+
+
+def test_a_draft_with_names_that_are_not_utf8_and_a_pipe_is_stored(tmp_path):
+    """A proposer's container can leave any name and any file type in its draft: the pool stores it
+    (pipes and devices left out) instead of stopping the generation."""
+    import os
+
+    from aes.pool import PoolStore
+
+    draft = make_task(tmp_path, "draft")
+    env_dir = os.fsencode(draft / "environment")
+    Path(os.fsdecode(os.path.join(env_dir, b"\xff\xfe.txt"))).write_text("x")
+    os.symlink("/etc/shadow", os.path.join(env_dir, b"link-\xff"))
+    os.mkfifo(draft / "environment" / "pipe")
+    store = PoolStore(tmp_path / "pool")
+    env, created = store.add(draft, name="t/draft")
+    assert created and store.add(draft, name="t/draft") == (env, False)
+    kept = sorted(os.listdir(os.fsencode(Path(env.path) / "environment")))
+    assert kept == [b"Dockerfile", b"link-\xff", b"\xff\xfe.txt"]
