@@ -218,16 +218,21 @@ class Container:
         except docker.errors.APIError:
             return False
 
-    def _exit_code(self, exec_id: str) -> int | None:
-        for _ in range(50):
+    def _exit_code(self, exec_id: str, wait: float = 10.0) -> int | None:
+        """The exit status once the engine has seen the process end (its output stream closes first;
+        on a loaded host the engine can take a while to notice: an answer read before would be None)."""
+        deadline, pause = time.monotonic() + wait, 0.01
+        while True:
             try:
                 info = self.api.exec_inspect(exec_id)
             except docker.errors.APIError:
                 return None
             if not info["Running"]:
                 return info["ExitCode"]
-            time.sleep(0.01)
-        return None
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.25)
 
     def _kill_exec(self, exec_id: str) -> None:
         """Kill a timed-out command and its descendants (host side, this container only)."""
