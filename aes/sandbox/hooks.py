@@ -15,8 +15,8 @@ What runs at a process's start, by mechanism:
   each home's ``.bashrc``, ``.profile``, ...), and the files ``BASH_ENV`` / ``ENV`` name: the paths
   they run or source (at a command's position, after ``.``, ``source``, ``exec``, ``sh``);
 * the image's environment: start-up variables (:mod:`aes.tasks.startup`: loader, shell and
-  interpreter hooks, tools' options that load code), ``PATH`` and ``PYTHONPATH`` aside (the
-  sealed verifier handles those).
+  interpreter hooks, tools' options that load code), ``PATH``, ``PYTHONPATH`` and ``HOME`` aside
+  (the sealed verifier handles those).
 
 Only hooks the task's build added or changed are judged (their content is not the base image's,
 nor a copy of the base's ``/etc/skel``); a prebuilt ``docker_image`` has no base, so all of its
@@ -57,6 +57,9 @@ SCRATCH = ("/tmp", "/var/tmp", "/dev/shm", "/run/shm", "/run/lock", "/var/lock")
 OPTION_VARIABLES = ("NODE_OPTIONS", "PERL5OPT", "RUBYOPT", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
                     "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 """Variables whose value is options; some options load code (:data:`_LOADS`)."""
+SEAL_HANDLES = ("PATH", "PYTHONPATH", "HOME", "XDG_RUNTIME_DIR")
+"""Image variables the sealed verifier handles itself (what is not carried on the search paths, HOME
+pinned to the pristine account's home, whose dot-entries are never carried): not judged here."""
 _LOADS = re.compile(r"(?:^|\s)(?:-r|--require|--import|--loader|--experimental-loader|-M|-m|-javaagent|-agentpath|"
                     r"-agentlib|-p(?!\s*no:))(?=[\s=:]|\S)")
 _PATHS = re.compile(r"(?:^|[\s=:,;])((?:\.{1,2})?/[^\s=:,;]*)")
@@ -88,7 +91,7 @@ class HookInspector:
             if hook["sha256"] not in known:
                 found += [f"{hook['file']} {why}" for why in judge.hook(hook)]
         for name, value in env.items():
-            if base_env.get(name) != value and name not in ("PATH", "PYTHONPATH"):
+            if base_env.get(name) != value and name not in SEAL_HANDLES:
                 found += [f"ENV {name}={value[:120]} {why}" for why in judge.variable(name, value)]
         return [Reason("build.startup_hook", (
             f"the image runs start-up code that loads what the agent can write: {what}. Whoever writes that "
