@@ -97,7 +97,10 @@ class BuildCgroup:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.remove()
+        try:
+            self.remove()
+        except OSError as exc:  # bookkeeping: a cgroup left behind is swept by the next builder
+            log.warning("could not remove the build cgroup %s: %s", self.parent, exc)
 
     def remove(self, wait: float = 10.0) -> None:
         """Remove this build's cgroup in every hierarchy (the engine removes its step containers'
@@ -145,14 +148,15 @@ def cgroup_support(client, info: dict) -> tuple[int | None, str]:
 
 def sweep(version: int) -> None:
     """Remove build cgroups left by processes that are gone (a crash between build and cleanup)."""
-    tops = [CGROUP_ROOT / PARENT] if version == 2 else [d / PARENT for d in CGROUP_ROOT.iterdir()]
-    for top in tops:
-        if not top.is_dir():
-            continue
-        for child in top.iterdir():
-            match = re.match(r"^(\d+)-", child.name)
-            if child.is_dir() and match and not _alive(int(match.group(1))):
-                _rmtree_cgroup(child)
+    try:
+        tops = [CGROUP_ROOT / PARENT] if version == 2 else [d / PARENT for d in CGROUP_ROOT.iterdir()]
+        for top in tops:
+            for name in os.listdir(top) if top.is_dir() else ():
+                match = re.match(r"^(\d+)-", name)
+                if match and not _alive(int(match.group(1))):
+                    _rmtree_cgroup(top / name)
+    except OSError as exc:
+        log.debug("sweeping build cgroups: %s", exc)
 
 
 def _alive(pid: int) -> bool:
@@ -166,19 +170,14 @@ def _alive(pid: int) -> bool:
 
 
 def _rmtree_cgroup(top: Path) -> bool:
-    """rmdir ``top`` and the cgroups below it, deepest first; True when it is gone."""
-    if not top.exists():
-        return True
-    for sub in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+    """rmdir ``top`` and the cgroups below it, deepest first; True when it is gone. The engine may be
+    removing the step containers' cgroups meanwhile: entries that vanish are skipped, never raised."""
+    for dirpath, _, _ in os.walk(top, topdown=False):  # os.walk ignores directories that vanish
         try:
-            sub.rmdir()
+            os.rmdir(dirpath)
         except OSError:
             pass
-    try:
-        top.rmdir()
-    except OSError as exc:
-        return exc.errno == errno.ENOENT
-    return True
+    return not os.path.lexists(top)
 
 
 def _enable_controllers(path: Path, controllers: tuple[str, ...]) -> None:

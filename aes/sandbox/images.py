@@ -235,10 +235,19 @@ class ImageBuilder:
 
     def _run_build(self, context, tag: str, task: Task, timeout: float) -> tuple[bool, str, Reason | None]:
         cgroup = BuildCgroup(self.caps, self.cgroup_version) if self.cgroup_version else None
-        if cgroup is None:
-            return self._stream_build(context, tag, task, timeout, None)
-        with cgroup:
+        if cgroup is not None:
+            try:
+                cgroup.__enter__()
+            except OSError as exc:
+                log.warning("%s: its build cgroup could not be set up (%s): built without the process cap",
+                            task.name, exc)
+                cgroup.__exit__(None, None, None)
+                cgroup = None
+        try:
             return self._stream_build(context, tag, task, timeout, cgroup)
+        finally:
+            if cgroup is not None:
+                cgroup.__exit__(None, None, None)
 
     def _stream_build(self, context, tag: str, task: Task, timeout: float,
                       cgroup: BuildCgroup | None) -> tuple[bool, str, Reason | None]:
