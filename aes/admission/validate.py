@@ -15,6 +15,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import docker.errors
+
 from aes.config import AdmissionConfig, SandboxConfig
 from aes.errors import InfrastructureError
 from aes.sandbox import (
@@ -268,14 +270,14 @@ class Validator:
         if self._inspector is None:
             sandbox = self.runner.sandbox
             if not hasattr(sandbox, "run_container"):
-                report.notes.append("the image's start-up hooks were not inspected (no local Docker sandbox: "
-                                    "sandbox.executor=ray)")
+                report.notes.append("the image's start-up hooks were not inspected (no Docker sandbox here)")
                 return []
             self._inspector = HookInspector(sandbox)
         began = time.monotonic()
         try:
             reasons = self._inspector.reasons(image, base, task)
-        except SandboxError as exc:  # an image that cannot start a shell: its trials say so
+        except (SandboxError, docker.errors.APIError) as exc:
+            # an image that cannot start a shell (its trials say so), or one built on another engine (a Ray node)
             report.notes.append(f"the image's start-up hooks could not be inspected: {exc}")
             reasons = []
         report.timings["hooks"] = time.monotonic() - began
