@@ -91,7 +91,7 @@ def build_admission(cfg: AesConfig, trials, rollouts, grader: ChatModel):
     from aes.admission.review import Reviewer
     from aes.calibration import Calibrator
 
-    validator = make_validator(cfg, trials)
+    validator = make_validator(cfg, trials, generated=True)
     calibrator = Calibrator(cfg.calibration, rollouts)
     pipeline = AdmissionPipeline(
         validator,
@@ -125,15 +125,17 @@ def domain_checks(cfg: AesConfig):
     return module.checks
 
 
-def make_validator(cfg: AesConfig, trials=None, logs_dir=None):
-    """Admission checks 1-4 as the config says (``admission`` thresholds, the domain's reset check,
-    do-nothing-earns-zero rule, blocker registry and own checks), on ``trials`` or the configured executor; the
-    reference runs' logs (screenshots, ...) kept under ``logs_dir`` when given."""
+def make_validator(cfg: AesConfig, trials=None, logs_dir=None, generated: bool = False):
+    """Admission checks 1-4 as the config says (``admission`` thresholds and time bounds, the domain's reset
+    check, do-nothing-earns-zero rule, blocker registry and own checks), on ``trials`` or the configured executor;
+    the reference runs' logs (screenshots, ...) kept under ``logs_dir`` when given. ``generated``: the tasks are
+    the proposer's (no prebuilt ``docker_image``)."""
     from aes.admission import Validator
 
     return Validator(cfg.sandbox, trials, nop_max_reward=cfg.admission.nop_max_reward,
                      reset_check=cfg.domain.reset_check, domain_checks=domain_checks(cfg),
-                     nop_zero=cfg.domain.nop_zero, logs_dir=logs_dir, blocker_registry=cfg.domain.blocker_registry)
+                     nop_zero=cfg.domain.nop_zero, logs_dir=logs_dir, blocker_registry=cfg.domain.blocker_registry,
+                     admission=cfg.admission, generated=generated)
 
 
 @dataclass

@@ -203,11 +203,33 @@ class AdmissionConfig:
     domain_rubrics: dict[str, DomainRubric] = field(default_factory=dict)
     """Per domain: criteria that replace the shared one of the same name, or join the rubric."""
 
+    max_build_sec: float = 900.0
+    """Admission builds a task's image for at most this long, whatever its build_timeout_sec says
+    (checks 1-4 as a whole end in bounded time; a cached image costs nothing)."""
+    max_reference_sec: float = 900.0
+    """Admission runs solution/solve.sh for at most this long, whatever its [agent] timeout_sec says."""
+    max_verifier_sec: float = 900.0
+    """Admission runs the reference's tests for at most this long, whatever [verifier] timeout_sec says."""
+    nop_verifier_factor: float = 3.0
+    """The do-nothing run's tests get this many times the reference's measured test time (at least
+    ``nop_verifier_floor_sec``); cut there, the task is rejected (``nop.verifier_timeout``): tests that do
+    not end when the work is missing cost every failing solver attempt the whole verifier timeout."""
+    nop_verifier_floor_sec: float = 60.0
+    """The least time the do-nothing run's tests get (a [verifier] timeout_sec within this bound may be
+    waited out, as Harbor does: that do-nothing run counts as below ``nop_max_reward``, with a warning)."""
+
     def rubric_for(self, domain: str) -> list[ReviewCriterion]:
         """The rubric a task of ``domain`` is reviewed against (shared criteria, domain ones over them)."""
         own = {c.name: c for c in (self.domain_rubrics[domain].criteria if domain in self.domain_rubrics else [])}
         shared = [own.pop(c.name, c) for c in self.rubric]
         return shared + list(own.values())
+
+    def __post_init__(self) -> None:
+        for name in ("max_build_sec", "max_reference_sec", "max_verifier_sec", "nop_verifier_factor",
+                     "nop_verifier_floor_sec"):
+            value = getattr(self, name)
+            if not 0 < value < 1e9:
+                raise ConfigError(f"admission.{name} must be a positive number of seconds (or a factor), got {value!r}")
 
 
 @dataclass
@@ -398,6 +420,13 @@ class SandboxConfig:
     ``conf/sandbox/docker.yaml`` holds the paper's 8 GiB, ``conf/scale/`` the laptop's."""
     pids_limit: int = 1024
     """Most processes in one trial container (stops fork bombs)."""
+    build_memory_mb: int = 8192
+    """Memory of an image build's steps in MiB (clamped to the host; 0: no cap)."""
+    build_cpus: float = 4.0
+    """CPUs of an image build's steps (clamped to the host; 0: no cap)."""
+    build_pids_limit: int = 4096
+    """Most processes of an image build's steps at once (a cgroup of its own: needs a local engine
+    with the cgroupfs driver and aes as root; 0: no cap)."""
     default_build_timeout_sec: float = 600.0
     """Image build limit when task.toml gives none."""
     default_agent_timeout_sec: float = 600.0
@@ -505,6 +534,11 @@ class SandboxConfig:
             raise ConfigError("sandbox.concurrency must be >= 1")
         if self.output_limit_bytes < 1024:
             raise ConfigError("sandbox.output_limit_bytes must be >= 1024")
+        if self.build_memory_mb < 0 or self.build_cpus < 0 or self.build_pids_limit < 0:
+            raise ConfigError("sandbox.build_memory_mb, build_cpus and build_pids_limit must be >= 0 (0: no cap)")
+        if 0 < self.build_pids_limit < 16 or 0 < self.build_memory_mb < 64:
+            raise ConfigError("sandbox.build_pids_limit must be 0 or >= 16 and sandbox.build_memory_mb 0 or >= 64: "
+                              "a build needs a few processes and some memory for its shell")
         if self.engine_retries < 0 or self.engine_wait_sec < 0:
             raise ConfigError("sandbox.engine_retries and sandbox.engine_wait_sec must be >= 0")
         for name in ("max_build_timeout_sec", "max_agent_timeout_sec", "max_verifier_timeout_sec", "max_cpus",

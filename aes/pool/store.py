@@ -95,13 +95,28 @@ def content_hash(task_dir: Path) -> str:
         rel = path.relative_to(task_dir)
         if any(part in _IGNORED for part in rel.parts) or path.is_dir() and not path.is_symlink():
             continue
-        if path.is_symlink():
-            digest.update(f"L\0{rel.as_posix()}\0{os.readlink(path)}\0".encode())
+        if path.is_symlink():  # names as bytes: a draft's file names need not be UTF-8
+            digest.update(os.fsencode(f"L\0{rel.as_posix()}\0{os.readlink(path)}\0"))
             continue
         executable = os.access(path, os.X_OK)
-        digest.update(f"F\0{rel.as_posix()}\0{int(executable)}\0".encode())
+        digest.update(os.fsencode(f"F\0{rel.as_posix()}\0{int(executable)}\0"))
         digest.update(_file_digest(path))
     return digest.hexdigest()
+
+
+def _ignored(directory: str, names: list[str]) -> set[str]:
+    """What the pool does not copy: caches, and pipes, sockets and devices (a proposer's container may
+    leave them in a draft; copying one would block or fail, and no task needs one)."""
+    skipped = set(names) & _IGNORED
+    for name in names:
+        try:
+            mode = os.lstat(os.path.join(directory, name)).st_mode
+        except OSError:
+            skipped.add(name)
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            skipped.add(name)
+    return skipped
 
 
 def _file_digest(path: Path) -> bytes:
@@ -190,8 +205,7 @@ class PoolStore:
             return final
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = final.parent / f".tmp-{digest[:12]}-{uuid.uuid4().hex[:8]}"
-        shutil.copytree(task_dir, tmp, symlinks=True,
-                        ignore=shutil.ignore_patterns(*_IGNORED))
+        shutil.copytree(task_dir, tmp, symlinks=True, ignore=_ignored)
         _fsync_tree(tmp)
         try:
             os.rename(tmp, final)
