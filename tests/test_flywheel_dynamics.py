@@ -86,7 +86,8 @@ def test_every_env_a_refresh_retires_is_replaced_and_the_pool_recovers(run):
         if answer is None:  # the run ended first: the retirees are still queued
             assert len(flywheel.pool.get_meta("flywheel.replacements", [])) == refresh["retired"]
             continue
-        before = rounds[answer["round"] - 1]["pool_size"]  # the pool at that generation's start
+        # the pool at that generation's assignments: the round before, and the envs that had waited for room
+        before = rounds[answer["round"] - 1]["pool_size"] + answer["entered_pool/after_waiting"]
         capacity = -(-max(fw.pool_size - before, 0) // fw.proposer_samples)
         wanted = replacement_assignments(refresh["retired"], fw.replacements_per_retired, fw.proposer_samples)
         assert refresh["replacements"] == wanted

@@ -187,7 +187,7 @@ def _simulated(run_dir: Path, *overrides: str) -> Path:
 
 @pytest.mark.parametrize("overrides,why", [
     (["flywheel.assignments_per_round=0", "flywheel.refresh=false"], "flywheel.assignments_per_round is 0 (a static pool)"),
-    (["flywheel.pool_size=2", "flywheel.refresh=false"], "the pool was full (15 admitted envs, flywheel.pool_size = 2)"),
+    (["flywheel.pool_size=15", "flywheel.refresh=false"], "the pool was full (15 admitted envs, flywheel.pool_size = 15)"),
 ])
 def test_rounds_without_episodes_have_no_valid_env_rate_and_say_why(tmp_path, overrides, why):
     """No episode is no valid-env rate (None), not a 0% a plot would draw; the round row, the plot and
