@@ -87,6 +87,7 @@ class Flywheel:
         if self.updates:
             self.solver.restore(self.paths.checkpoints)
         total = self.cfg.flywheel.rounds * self.interval
+        self.after_step()  # a resume first finishes what the last step left undone: its refresh, its round's row
         while self.step < total:
             interrupt.check()  # a stop between stages: everything up to here is committed
             round_ = self.step // self.interval
@@ -97,15 +98,22 @@ class Flywheel:
                 self.evaluate()
             interrupt.check()
             self.train_step(round_)
-            if self.cfg.flywheel.refresh and self.updates and self.updates % self.cfg.trainer.updates_per_refresh == 0 \
-                    and self.pool.get_meta("flywheel.refreshed", -1) != self.updates:
-                interrupt.check()
-                with self.clock("refresh"):
-                    self.refresh()
-            if self.step % self.interval == 0:
-                self.log_round(round_)
+            self.after_step()
         self.evaluate()
         write_report(self.paths.root, self.pool.envs(), f"aes run {self.paths.root.name}")
+
+    def after_step(self) -> None:
+        """What follows a solver step: the refresh every ``trainer.updates_per_refresh`` updates, and the
+        round's row after its last step. Each happens once; a resumed run does what a stop or a crash cut."""
+        if not self.step:
+            return
+        if self.cfg.flywheel.refresh and self.updates and self.updates % self.cfg.trainer.updates_per_refresh == 0 \
+                and self.pool.get_meta("flywheel.refreshed", -1) != self.updates:
+            interrupt.check()
+            with self.clock("refresh"):
+                self.refresh()
+        if self.step % self.interval == 0:
+            self.log_round((self.step - 1) // self.interval)
 
     def seed(self) -> None:
         """The domain's seeds into an empty pool; a seed that cannot be loaded, or more seeds than

@@ -32,6 +32,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from aes.config import ConfigError
+from aes.config.load import CONF_DIR
 from aes.paths import RunPaths
 
 LOCK = ".lock"
@@ -142,7 +143,8 @@ def resume_config(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, list
     for override in OverridesParser.create().parse_overrides(rest):
         key = override.key_or_group
         current = OmegaConf.select(saved, key, default=None)
-        if override.is_delete() or override.package or isinstance(current, DictConfig) or "/" in key:
+        group = (CONF_DIR / key).is_dir() or isinstance(current, DictConfig) or "/" in key
+        if override.is_delete() or override.package or group:
             raise ConfigError(f"resume={run_dir} {override.input_line}: a resumed run keeps the groups and "
                               "experiment it was started with; only values can change on resume (e.g. "
                               "flywheel.rounds=4, budget.max_usd=20). Start a new run for other choices")
