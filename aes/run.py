@@ -64,7 +64,10 @@ def run(cfg: AesConfig, run_dir: Path) -> bool:
     """The flywheel: rollouts -> assignments -> propose -> admit -> calibrate -> train -> refresh."""
     from aes.compose import build_flywheel
     from aes.flywheel import Flywheel
+    from aes.modes import seed_tasks
 
+    if not (RunPaths(run_dir).pool / "pool.sqlite").exists():
+        seed_tasks(cfg)  # a seed that cannot be loaded stops the run before any model loads
     flywheel = Flywheel(build_flywheel(cfg, run_dir))
     try:
         flywheel.run()
