@@ -35,6 +35,8 @@ class RecordedBudget(RunBudget):
         self.usd, self.tokens, self.calls = before["cost_usd"], before["tokens"], before["model_calls"]
         self.before = dict(before)
         """What earlier sessions of the run had spent when this one started."""
+        if not self.path.is_file():
+            self._write()  # a run that makes no model call says so too
         if before["model_calls"]:
             log.info("model calls of this run so far: %d, %d tokens, $%.4f (resumed from %s)", before["model_calls"],
                      before["tokens"], before["cost_usd"], self.path)

@@ -290,3 +290,50 @@ def test_the_budget_holds_across_sessions(tmp_path):
             RecordedBudget(None, tmp_path / "other.json").check()  # a requested stop ends the next model call
     finally:
         interrupt.reset()
+
+
+def test_the_report_of_a_stopped_and_of_a_resumed_run_in_a_browser(tmp_path):
+    """What a reader sees: after the stop, the episodes cut short are "interrupted", not scored, with how
+    to go on; after the resume, every round's row is whole and the model calls of both sessions count."""
+    from aes.report.html import write_report
+    from tests.browser import browser_page
+
+    cfg = compose_config(SIM)
+    run_dir = tmp_path / "run"
+    seen: Counter = Counter()
+    try:
+        with pytest.raises(interrupt.Interrupted):
+            _run(cfg, run_dir, "admission", seen)
+    finally:
+        interrupt.reset()
+    stopped = write_report(run_dir, title="stopped")
+    with browser_page() as page:
+        page.goto(stopped.as_uri())
+        rows = page.locator("table#episodes-table tbody tr")
+        interrupted = [rows.nth(i).inner_text() for i in range(rows.count()) if "interrupted" in rows.nth(i).inner_text()]
+        assert interrupted and all("not scored: the assignment stays open and a resume redoes it" in r
+                                   for r in interrupted)
+        page.screenshot(path=str(tmp_path / "stopped.png"), full_page=True)
+
+    _run(cfg, run_dir)
+    resumed = write_report(run_dir, title="resumed")
+    spend = read_spend(run_dir / "spend.json")
+    rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if r["event"] == "round"]
+    with browser_page() as page:
+        page.goto(resumed.as_uri())
+        summary = page.inner_text("#summary + ul")
+        assert f"Model calls so far: {spend['model_calls']} calls, {spend['tokens']:,} tokens, $0.00." in summary
+        assert f"The proposer ran {sum(r['episodes'] for r in rows)} episodes in {ROUNDS} rounds" in summary
+        assert "interrupted" not in page.inner_text("table#episodes-table")  # every one was redone
+        table = page.locator("table#rounds-table")
+        headers = table.locator("th").all_inner_texts()
+        assert ["valid", "accepted", "entered pool"] == headers[5:8]
+        shown = table.locator("tbody tr")
+        assert shown.count() == ROUNDS
+        for i, row in enumerate(rows):
+            cells = shown.nth(i).locator("td").all_inner_texts()
+            assert cells[4] == str(row["episodes"]) and cells[6] == str(row["accepted"])
+            assert cells[7] == str(row["entered_pool"])
+        widths = page.eval_on_selector_all("figure img", "els => els.map(e => e.complete ? e.naturalWidth : 0)")
+        assert len(widths) >= 5 and all(w > 100 for w in widths)
+        page.screenshot(path=str(tmp_path / "resumed.png"), full_page=True)

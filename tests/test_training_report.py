@@ -141,3 +141,29 @@ def test_a_run_sweep_assembles_itself_at_the_end(tmp_path):
     assert "| static pool (no proposer) | 2 | 0, 1 | flywheel.assignments_per_round=0 |" in md
     assert "| assignments per round 3 | 2 | 0, 1 | flywheel.assignments_per_round=3 |" in md
     assert "(n=2)" in md
+
+
+def test_the_comparison_in_a_browser(sweep, tmp_path):
+    """training.html as a reader sees it: the figure decodes, Table 3 is a table with settings named in
+    words and a column per proposer, Fig. 20's table is per solver step; no raw markdown anywhere."""
+    from tests.browser import browser_page
+
+    assemble(sweep)
+    with browser_page() as page:
+        page.goto((sweep / "training.html").as_uri())
+        widths = page.eval_on_selector_all("figure img", "els => els.map(e => e.complete ? e.naturalWidth : 0)")
+        assert len(widths) == 1 and widths[0] > 500
+        titles = page.locator("h2").all_inner_texts()
+        assert any(t.startswith("Table 3: avg@2 after 2 solver updates") for t in titles), titles
+        table3 = page.locator("h2:has-text('Table 3: avg@2') + div table, h2:has-text('Table 3: avg@2') + table").first
+        headers = table3.locator("th").all_inner_texts()
+        assert headers == ["solver / setting", "proposer scripted-proposer"]
+        first_column = table3.locator("tbody tr td:first-child").all_inner_texts()
+        assert first_column[0] == "scripted (update 0, before training)"
+        assert "+ static pool (no proposer); proposer interval 1" in first_column
+        assert not any("=" in cell for cell in first_column)  # no raw override strings
+        fig20 = page.locator("h2:has-text('Fig. 20') + table").first
+        assert fig20.locator("th").first.inner_text() == "solver step"
+        body = page.inner_text("body")
+        assert "|---|" not in body and "| solver" not in body
+        page.screenshot(path=str(tmp_path / "training.png"), full_page=True)

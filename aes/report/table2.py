@@ -172,7 +172,7 @@ def paper_tables(rows: list[dict]) -> list[PaperTable]:
                 elif row[per] is None:
                     costs.append("n/a (no valid env)")
                 else:
-                    text = (f"{row[per]:.2f}" if row[per] >= 1 else f"{row[per]:.2g}") if money else f"{row[per]:,.0f}"
+                    text = (f"{row[per]:.2f}" if row[per] >= 0.1 else f"{row[per]:.2g}") if money else f"{row[per]:,.0f}"
                     costs.append(text + ("" if h == BASELINE or base is None else _ratio(row[per], base[per])))
             table_rows.append([proposer, *valid, *costs])
         out.append(PaperTable(f"Table 2: valid-env rate and {unit}; domain {domain}, solver {solver}", headers,
