@@ -118,54 +118,64 @@ register_schema()
 register_resolvers()
 
 
+def start(raw: DictConfig) -> tuple[AesConfig, Path]:
+    """The typed config (``resume=RUN_DIR``: that run's own), checked; the run dir, held and announced."""
+    given = _given_overrides()
+    applied: list[str] = []
+    if raw.get("resume"):
+        raw, applied = resume_config(Path(str(raw.resume)), given)
+        given = applied
+    cfg = load_config(raw)
+    check_arguments(cfg, given)
+    run_dir = Path(cfg.run_dir or HydraConfig.get().runtime.output_dir)
+    if int(os.environ.get("SLURM_NTASKS", "1")) <= 1:  # a multi-node job: its leader node takes it (main)
+        hold(run_dir)
+    log.info("%s", describe_sizes(cfg))
+    record_resume(run_dir, applied)
+    RunPaths(run_dir).config.write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))  # the typed, effective values
+    log.info("writing to %s; to resume after Ctrl-C, a kill or a crash: %s", run_dir.resolve(), resume_hint(run_dir))
+    return cfg, run_dir
+
+
+def end(exc: BaseException, run_dir: Path | None) -> None:
+    """One line for what stopped the job (a stop request, a known error, a full disk), else re-raise."""
+    if interrupt.requested():  # whatever the stop cut short raised on its way out
+        log.debug("on the way out after the stop: %r", exc)
+        _stopped(run_dir)
+    if isinstance(exc, KeyboardInterrupt):  # outside the handled section (e.g. while the config loads)
+        _stop("stopped by Ctrl-C before the run started", 130)
+    if isinstance(exc, RunFailed):
+        _stop(str(exc), 1)
+    if isinstance(exc, TaskLoadError):
+        _stop(f"a task cannot be loaded ({exc.code}): {exc}", 2)
+    if isinstance(exc, (ConfigError, InfrastructureError, SandboxUnavailable, SandboxError, DiskFull)):
+        # InfrastructureError: e.g. a model server that does not answer (health check or mid-run)
+        _stop(str(exc), 2 if isinstance(exc, ConfigError) else 1)
+    if isinstance(exc, requests.exceptions.ConnectionError):  # docker-py's transport, outside a trial
+        _stop(f"lost the Docker engine ({exc}); start it again and resume: "
+              f"{resume_hint(run_dir) if run_dir else 'rerun the same command'}", 1)
+    if isinstance(exc, Exception) and is_disk_full(exc):
+        where = getattr(exc, "filename", None) or run_dir or Path.cwd()
+        _stop(disk_full_message(where, f"{type(exc).__name__}: {exc}"), 1)
+    raise exc
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(raw: DictConfig) -> None:
     run_dir: Path | None = None
-    given = _given_overrides()
     try:
-        applied: list[str] = []
-        if raw.get("resume"):
-            raw, applied = resume_config(Path(str(raw.resume)), given)
-            given = applied
-        cfg = load_config(raw)
-        check_arguments(cfg, given)
-        run_dir = Path(cfg.run_dir or HydraConfig.get().runtime.output_dir)
-        if int(os.environ.get("SLURM_NTASKS", "1")) <= 1:  # a multi-node job: its leader node takes it below
-            hold(run_dir)
-        log.info("%s", describe_sizes(cfg))
-        record_resume(run_dir, applied)
-        RunPaths(run_dir).config.write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))  # the typed, effective values
-        log.info("writing to %s; to resume after Ctrl-C, a kill or a crash: %s", run_dir.resolve(),
-                 resume_hint(run_dir))
+        cfg, run_dir = start(raw)
         from aes.cluster import cluster_session
 
-        with interrupt.handling(resume_hint(run_dir)):
+        with interrupt.handling(resume_hint(run_dir)):  # Ctrl-C, SIGTERM: a clean stop (aes/interrupt.py)
             with cluster_session(cfg, run_dir) as job:  # servers and trainer ranks the `cluster` section asks for
                 if job.role == "leader":
                     hold(run_dir)
                 ok = job.run(dispatch)
     except SystemExit:
         raise
-    except BaseException as exc:  # noqa: BLE001 - sorted below: a stop, a known error, a full disk, or raised
-        if interrupt.requested():  # whatever the stop cut short raised on its way out
-            log.debug("on the way out after the stop: %r", exc)
-            _stopped(run_dir)
-        if isinstance(exc, KeyboardInterrupt):  # outside the handled section (e.g. the config's loading)
-            _stop("stopped by Ctrl-C before the run started", 130)
-        if isinstance(exc, RunFailed):
-            _stop(str(exc), 1)
-        if isinstance(exc, TaskLoadError):
-            _stop(f"a task cannot be loaded ({exc.code}): {exc}", 2)
-        if isinstance(exc, (ConfigError, InfrastructureError, SandboxUnavailable, SandboxError, DiskFull)):
-            # InfrastructureError: e.g. a model server that does not answer (health check or mid-run)
-            _stop(str(exc), 2 if isinstance(exc, ConfigError) else 1)
-        if isinstance(exc, requests.exceptions.ConnectionError):  # docker-py's transport, outside a trial
-            _stop(f"lost the Docker engine ({exc}); start it again and resume: "
-                  f"{resume_hint(run_dir) if run_dir else 'rerun the same command'}", 1)
-        if not isinstance(exc, Exception) or not is_disk_full(exc):
-            raise
-        where = getattr(exc, "filename", None) or run_dir or Path.cwd()
-        _stop(disk_full_message(where, f"{type(exc).__name__}: {exc}"), 1)
+    except BaseException as exc:  # noqa: BLE001 - sorted by end(): one line, or raised again
+        end(exc, run_dir)
     if not ok:
         _stop(f"mode={cfg.mode} finished with failures; see {run_dir}", 1)
 
