@@ -337,3 +337,21 @@ def test_the_report_of_a_stopped_and_of_a_resumed_run_in_a_browser(tmp_path):
         widths = page.eval_on_selector_all("figure img", "els => els.map(e => e.complete ? e.naturalWidth : 0)")
         assert len(widths) >= 5 and all(w > 100 for w in widths)
         page.screenshot(path=str(tmp_path / "resumed.png"), full_page=True)
+
+
+def test_a_row_logged_again_replaces_the_earlier_one(tmp_path):
+    """A resumed run redoes a step whose row a kill left behind: one row per thing counted remains."""
+    from aes.config import LoggerConfig
+    from aes.report.metrics import MetricsLogger
+
+    metrics = MetricsLogger(LoggerConfig(), tmp_path)
+    metrics.log({"event": "update", "update": 1, "step": 1, "solver_reward_mean": 0.1})
+    metrics.log({"event": "round", "round": 1, "episodes": 2})
+    metrics.log({"event": "sft_step", "step": 1})
+    again = MetricsLogger(LoggerConfig(), tmp_path)  # the resumed session
+    again.log({"event": "update", "update": 1, "step": 1, "solver_reward_mean": 0.2})
+    again.log({"event": "update", "update": 2, "step": 2, "solver_reward_mean": 0.3})
+    again.log({"event": "sft_step", "step": 1})  # no identity: appended
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [(r["event"], r.get("update"), r.get("solver_reward_mean")) for r in rows] == [
+        ("round", None, None), ("sft_step", None, None), ("update", 1, 0.2), ("update", 2, 0.3), ("sft_step", None, None)]

@@ -61,8 +61,9 @@ def _summary(d: RunData) -> str:
     k = fly.get("proposer_interval")
     if d.rows:
         first, last = d.rows[0].get("time"), d.rows[-1].get("time")
-        if d.paths.config.is_file() and first:  # written when the run (or its last resume) started
-            first = min(first, d.paths.config.stat().st_mtime)
+        started = [p.stat().st_mtime for p in (d.paths.config, d.root / ".hydra" / "config.yaml") if p.is_file()]
+        if started and first:  # config.yaml: when the run (or its last resume) started; .hydra/: its first start
+            first = min(first, *started)
         span = ""
         if first and last:
             span = (f" from {when(first)} to {when(last)} ({duration(last - first)})" if last - first >= 1
