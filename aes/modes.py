@@ -228,7 +228,7 @@ def generate(cfg: AesConfig, run_dir: Path) -> bool:
     from aes.report.table2 import ci_text
 
     print_table("Table 2 columns (each episode judged on the env it finally submitted)",
-                ["valid (checks 1-4)", "admitted (1-6)", "calibrated (in the band)", "failures by stage",
+                ["valid (checks 1-4)", "accepted (checks 1-6)", "calibrated (in the band)", "failures by stage",
                  "mean revisions", "tokens / valid env", "cost / valid env"],
                 [[ci_text(summary["valid_ci"]), ci_text(summary["admitted_ci"]), ci_text(summary["calibrated_ci"]),
                   ", ".join(f"{k}: {v}" for k, v in sorted(summary["failures_by_stage"].items())) or "-",

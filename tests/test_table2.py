@@ -1,5 +1,5 @@
 """Table 2 as the paper counts it, assembled from a sweep: rates on the env each episode finally
-submitted (valid = checks 1-4, admitted = 1-6, calibrated = in the band) with 95% intervals."""
+submitted (valid = checks 1-4, accepted = 1-6, calibrated = in the band) with 95% intervals."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def test_table2_csv_has_numeric_columns(tmp_path):
     _generate_job(tmp_path, "1", [False], domain="swe")
     out = write(tmp_path, collect(tmp_path))
     [swe, terminal] = list(csv.DictReader(open(out["csv"])))
-    assert {"valid_rate", "valid_low", "valid_high", "valid_k", "valid_n", "admitted_rate", "calibrated_n",
+    assert {"valid_rate", "valid_low", "valid_high", "valid_k", "valid_n", "accepted_rate", "calibrated_n",
             "tokens_per_valid_env", "usd_per_valid_env", "domain", "solver"} <= set(terminal)
     assert (float(terminal["valid_rate"]), int(terminal["valid_k"]), int(terminal["valid_n"])) == (0.75, 3, 4)
     low, high = wilson(3, 4)

@@ -11,7 +11,7 @@ Each job's ``generate.json`` holds its episodes, each judged on the env it final
 Rows of jobs with the same proposer, harness, domain and solver (e.g. seeds) are pooled; jobs that
 differ in any of them are rows of their own. Columns: episodes,
 valid rate (admission checks 1-4: it builds, its reference scores 1, doing nothing < 0.5),
-admitted rate (checks 1-6), calibrated rate (in the calibration band), each with its 95% Wilson
+accepted rate (checks 1-6), calibrated rate (in the calibration band), each with its 95% Wilson
 interval; tokens and USD of every proposer-side model call (review included) per valid env;
 Fig. 5's statistics of the valid envs (data files, solver turns, solver success). In table2.csv
 every interval is five numeric columns (``valid_rate, valid_low, valid_high, valid_k, valid_n``),
@@ -32,9 +32,9 @@ from aes.report.stats import rate
 
 ARM = ("proposer", "harness", "domain", "solver")
 """What makes a row: jobs that agree on all four are pooled."""
-COLUMNS = (*ARM, "episodes", "valid", "admitted", "calibrated", "tokens / valid env",
+COLUMNS = (*ARM, "episodes", "valid", "accepted", "calibrated", "tokens / valid env",
            "USD / valid env", "data files", "solver turns", "solver success", "jobs")
-INTERVALS = ("valid", "admitted", "calibrated")
+INTERVALS = ("valid", "accepted", "calibrated")
 INTERVAL_FIELDS = ("rate", "low", "high", "k", "n")
 HARNESSES = {"prompt": "Prompt", "prompt_feedback": "Prompt + Env Feedback", "terminal": "AutoEnvScaling (terminal)"}
 """The paper's three arms, in its order, by the names it gives them."""
@@ -78,7 +78,7 @@ def collect(sweep: Path) -> list[dict]:
         rows.append({
             **dict(zip(ARM, key)), "episodes": len(eps), "jobs": arm["jobs"],
             "valid": rate(len(valid), len(eps)),
-            "admitted": rate(sum(bool(e.get("checks_1_6")) for e in eps), len(eps)),
+            "accepted": rate(sum(bool(e.get("checks_1_6")) for e in eps), len(eps)),
             "calibrated": rate(sum(bool(e.get("calibrated")) for e in eps), len(eps)),
             "tokens": tokens, "cost": cost,
             "tokens / valid env": tokens / len(valid) if valid else None,
@@ -121,7 +121,7 @@ def csv_row(row: dict) -> list:
 
 
 NOTE = ("valid = admission checks 1-4 on the env each episode finally submitted (it builds, its reference "
-        "scores 1, doing nothing scores < 0.5); admitted = checks 1-6; calibrated = in the calibration band. "
+        "scores 1, doing nothing scores < 0.5); accepted = checks 1-6; calibrated = in the calibration band. "
         "Intervals: 95% Wilson. Costs count every proposer-side model call, the review's included; the ratio "
         "compares a harness's cost per valid env with the Prompt arm's of the same proposer.")
 
@@ -203,7 +203,7 @@ def _html(rows: list[dict], tables: list[PaperTable], long_rows: list[list[str]]
     def draw(ax):
         varied = [k for k in ("domain", "solver") if len({x[k] for x in rows}) > 1]  # named only where they differ
         labels = ["\n".join([r["proposer"], r["harness"], *(r[k] for k in varied)]) for r in rows]
-        for offset, key in ((-0.25, "valid"), (0.0, "admitted"), (0.25, "calibrated")):
+        for offset, key in ((-0.25, "valid"), (0.0, "accepted"), (0.25, "calibrated")):
             values = [r[key]["rate"] or 0.0 for r in rows]
             low = [max(0.0, v - (r[key]["low"] or 0.0)) for v, r in zip(values, rows)]
             high = [max(0.0, (r[key]["high"] or 0.0) - v) for v, r in zip(values, rows)]
