@@ -213,6 +213,14 @@ def report(sweep: Path = typer.Argument(..., help="A multirun dir (or one run di
     typer.echo("written: " + ", ".join(str(p) for p in result.written.values()))
 
 
+RUN_MARKS = ("config.yaml", "metrics.jsonl", "trajectories/", "proposer/", "pool/")
+"""What a run dir holds (any one of them)."""
+
+
+def is_run_dir(path: Path) -> bool:
+    return any((path / mark.rstrip("/")).exists() for mark in RUN_MARKS)
+
+
 @app.command()
 def view(
     run_dir: Path = typer.Argument(..., help="A run dir (holding trajectories/ and/or proposer/)."),
@@ -228,6 +236,9 @@ def view(
 
     if not run_dir.is_dir():
         _usage_error(f"no such directory: {run_dir}")
+    if not is_run_dir(run_dir):
+        _usage_error(f"{run_dir} is not a run dir: it holds none of {', '.join(RUN_MARKS)}; pass the dir a run "
+                     "printed when it started (outputs/DATE/TIME by default)")
     if report:
         from aes.report.html import write_report
 

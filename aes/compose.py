@@ -20,13 +20,16 @@ from aes.paths import RunPaths
 def build_trials(cfg: AesConfig):
     """The trial runner of ``sandbox.backend``: Docker (here, or on a Ray cluster with
     ``sandbox.executor=ray``), or the in-process simulation."""
+    from aes.interrupt import StopBeforeTrial
+
     if cfg.sandbox.backend == "simulated":
         from aes.sandbox.simulated import SimulatedTrials
 
-        return SimulatedTrials(cfg.sandbox, seed=cfg.seed)
+        return StopBeforeTrial(SimulatedTrials(cfg.sandbox, seed=cfg.seed))
     from aes.sandbox.executors import trial_runner
 
-    return trial_runner(cfg.sandbox)  # sandbox.executor: local, or ray (aes/sandbox/ray_executor.py)
+    # sandbox.executor: local, or ray (aes/sandbox/ray_executor.py); no trial starts after Ctrl-C
+    return StopBeforeTrial(trial_runner(cfg.sandbox))
 
 
 def build_rollouts(cfg: AesConfig, paths: RunPaths, solver: ChatModel, trials, judge_model: ChatModel | None = None):
@@ -173,8 +176,10 @@ def build_flywheel(cfg: AesConfig, run_dir: Path) -> FlywheelParts:
     from aes.report.metrics import MetricsLogger
     from aes.train.backends import build_trainable_solver
 
+    from aes.spend import RecordedBudget
+
     paths = RunPaths(Path(run_dir))
-    budget = RunBudget(cfg.budget)
+    budget = RecordedBudget(cfg.budget, paths.spend)  # what earlier sessions of the run spent counts
     solver = build_trainable_solver(cfg, budget, paths)
     # no proposer (a static pool: no assignments, no replacements) needs no proposer model, nor its key or server
     fw = cfg.flywheel

@@ -41,8 +41,8 @@ def test_smoke_run_updates_and_records(sandbox, tmp_path):
     [update] = [r for r in rows if r["event"] == "update"]
     assert update["dppo/groups_kept"] >= 1 and update["dppo/masked_fraction"] is not None
     [round_row] = [r for r in rows if r["event"] == "round"]
-    for key in ("valid_env_rate", "admitted", "pool_size", "solver_reward_mean", "dppo/masked_fraction",
-                "cost_usd", "tokens"):
+    for key in ("valid_env_rate", "valid", "accepted", "calibrated", "entered_pool", "pool_size", "solver_reward_mean",
+                "dppo/masked_fraction", "cost_usd", "tokens"):
         assert key in round_row
     report = (run_dir / "report.html").read_text()
     for plot in ("Valid-env rate per round", "Pool size and admissions per round", "Solver reward per update"):

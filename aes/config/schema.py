@@ -829,6 +829,8 @@ class AesConfig:
     such attempts are never scored."""
     run_dir: Optional[str] = None
     """Output directory; None uses Hydra's run dir."""
+    resume: Optional[str] = None
+    """A run dir to continue with the config it was started with (``python -m aes.run resume=RUN_DIR``)."""
     proposer: ModelConfig = field(default_factory=ModelConfig)
     """The model that builds environments."""
     solver: ModelConfig = field(default_factory=ModelConfig)

@@ -20,13 +20,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from aes.agents import TerminalAgent, write_json_atomic
 from aes.rewards import task_reward
 from aes.config import AgentConfig
 from aes.models import ChatModel
 from aes.paths import RunPaths
+from aes.report.progress import Progress as Eta
 from aes.rollout.index import AttemptRecord, IndexRow, failure_signature, read_index, row_key, write_index
 from aes.errors import InfrastructureError
 from aes.sandbox import TrialResult, TrialRunner
@@ -153,11 +154,12 @@ class RolloutRunner:
         what = f"{label} [{self.solver_name}{', ' + self.batch if self.batch else ''}]"
         log.info("%s: %d attempt(s) on %d env(s) starting", what, len(jobs), len(images))
         started = time.monotonic()
+        eta = Eta(len(jobs))
         counts = {"done": 0, "running": 0, "failed": 0}
         batch: Counter[str] = Counter()
         columns = (TextColumn(f"rollouts [{self.solver_name}]"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("running {task.fields[running]}  failed {task.fields[failed]}"),
-                   TimeElapsedColumn())
+                   TimeElapsedColumn(), TimeRemainingColumn())
         with Progress(*columns, disable=not show_progress) as progress:
             bar = progress.add_task("rollouts", total=len(jobs), running=0, failed=0)
 
@@ -179,12 +181,12 @@ class RolloutRunner:
                         env.records.append(record)
                     counts["failed"] += record.reward is None
                     counts["done"] += 1
+                    done = eta.step()
                     progress.update(bar, advance=1, running=counts["running"], failed=counts["failed"])
                     if not show_progress:
                         reward = "no reward" if record.reward is None else f"reward {record.reward:.2f}"
-                        log.info("%s: %s attempt %d/%d: %s (%s, %.1f s); %d of %d done", what, env.env_id, k + 1,
-                                 attempts, reward, record.end_reason or record.outcome, time.monotonic() - began,
-                                 counts["done"], len(jobs))
+                        log.info("%s: %s attempt %d/%d: %s (%s, %.1f s); %s", what, env.env_id, k + 1,
+                                 attempts, reward, record.end_reason or record.outcome, time.monotonic() - began, done)
                 if sum(batch.values()) > self.infra_limit:
                     raise InfrastructureFailures(_infra_message(batch, self.infra_limit))
 
