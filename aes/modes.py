@@ -230,15 +230,15 @@ def generate(cfg: AesConfig, run_dir: Path) -> bool:
     print_table("Table 2 columns (each episode judged on the env it finally submitted)",
                 ["valid (checks 1-4)", "accepted (checks 1-6)", "calibrated (in the band)", "failures by stage",
                  "mean revisions", "tokens / valid env", "cost / valid env"],
-                [[ci_text(summary["valid_ci"]), ci_text(summary["admitted_ci"]), ci_text(summary["calibrated_ci"]),
+                [[ci_text(summary["valid_ci"]), ci_text(summary["accepted_ci"]), ci_text(summary["calibrated_ci"]),
                   ", ".join(f"{k}: {v}" for k, v in sorted(summary["failures_by_stage"].items())) or "-",
                   "n/a (no episodes)" if summary["mean_revisions"] is None else f"{summary['mean_revisions']:.2f}",
                   summary["tokens_per_valid_env"] or "n/a (no valid env)",
                   summary["cost_per_valid_env"] or "n/a (no valid env)"]])
-    rounds = summary["accepted_rounds"]
+    rounds = summary["domain_accepted_rounds"]
     print_table(f"Table 8 columns (domain={cfg.domain.name}, proposer={cfg.proposer.name})",
                 ["episodes", "accepted (checks 1-4 as the domain runs them)", "mean rounds of accepted (first draft = 1)"],
-                [[summary["episodes"], ci_text(summary["accepted_ci"]),
+                [[summary["episodes"], ci_text(summary["domain_accepted_ci"]),
                   "n/a (none accepted)" if rounds is None else f"{rounds:.2f}"]])
     if not summary["valid"]:
         log.info("no valid env: %s", _why_none(results))

@@ -217,7 +217,7 @@ def test_prompt_episode_admits_a_good_task(stack_factory, cfg, tmp_path):
     review_prompt = stack.proposer.seen[1][1]["content"]
     assert f"--- parent instruction.md ---\n{(parent.path / 'instruction.md').read_text()[:60]}" in review_prompt
     summary = summarize([result])
-    assert summary["valid_env_rate"] == 1.0 and summary["admitted"] == 1
+    assert summary["valid_env_rate"] == 1.0 and summary["accepted"] == 1
 
 
 @pytest.mark.docker

@@ -37,8 +37,8 @@ def test_generate_counts_validity_without_calibration_and_measures_calibration_b
     record = json.loads((tmp_path / "generate" / "generate.json").read_text())
     assert "calibration" in record["protocol"] and "no revision" in record["protocol"]["calibration"]
     for e, r in zip(record["episodes"], results):
-        assert e["accepted"] == e["checks_1_4"] == r.checks_1_4 and e["rounds"] == r.revisions + 1
-    assert summary["valid"] == summary["accepted"] == sum(r.checks_1_4 for r in results)
+        assert e["checks_1_4"] == r.checks_1_4 and e["rounds"] == r.revisions + 1
+    assert summary["valid"] == summary["domain_accepted"] == sum(r.checks_1_4 for r in results)
     assert summary["calibrated"] < summary["valid"]  # reported beside validity, not part of it
 
     flywheel = stack_for(tmp_path / "run")
@@ -60,8 +60,8 @@ def test_table8_accepted_is_checks_1_4_as_the_domain_runs_them():
                EpisodeResult(a, revisions=0, checks_1_4=True, checks_1_6=True, calibrated=True),
                EpisodeResult(a, revisions=2, checks_1_4=False)]
     summary = summarize(results)
-    assert (summary["accepted"], summary["admitted"], summary["calibrated"]) == (2, 1, 1)
-    assert summary["accepted_rounds"] == 1.5
+    assert (summary["domain_accepted"], summary["accepted"], summary["calibrated"]) == (2, 1, 1)
+    assert summary["domain_accepted_rounds"] == 1.5
 
 
 def test_the_no_feedback_arm_shows_the_proposer_no_solver_result(tmp_path):

@@ -42,14 +42,14 @@ def test_a_generate_sweep_assembles_its_table(tmp_path):
 
 
 def test_table8_counts_acceptance_and_rounds_per_domain_and_proposer(tmp_path):
-    """Accepted = checks 1-6 on the env finally submitted; rounds = revisions + 1, accepted only."""
+    """Accepted = App. C.1: checks 1-4 as the domain runs them (review failures still count); rounds = revisions + 1, accepted only."""
     from aes.report.table2 import table8
 
     def job(name, domain, proposer, episodes):
         (tmp_path / name).mkdir()
         (tmp_path / name / "generate.json").write_text(json.dumps({
             "domain": domain, "proposer": proposer,
-            "episodes": [{"checks_1_6": ok, "revisions": revisions} for ok, revisions in episodes]}))
+            "episodes": [{"checks_1_4": ok, "checks_1_6": False, "revisions": revisions} for ok, revisions in episodes]}))
 
     job("0", "swe", "claude", [(True, 1), (True, 2), (False, 2)])
     job("1", "swe", "claude", [(True, 0), (False, 0)])  # a second job of the same arm is pooled

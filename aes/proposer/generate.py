@@ -145,7 +145,7 @@ def summarize(results: list[EpisodeResult]) -> dict:
     With no episode (a static pool, a full pool) the rates are None — "no episodes", never a 0%."""
     n = len(results)
     valid = [r for r in results if r.checks_1_4]
-    accepted = valid
+    domain_accepted = valid  # App. C.1 counts checks 1-4 as the domain runs them (no review, no calibration)
     tokens, cost = sum(r.tokens for r in results), sum(r.cost_usd for r in results)
     stats = {key: [r.stats[key] for r in valid if r.stats.get(key) is not None]
              for key in ("data_files", "solver_turns", "solver_success")}
@@ -154,15 +154,16 @@ def summarize(results: list[EpisodeResult]) -> dict:
         "valid_env_rate": len(valid) / n if n else None,
         "valid": len(valid),
         "valid_ci": rate(len(valid), n),
-        "admitted": sum(r.checks_1_6 for r in results),
-        "admitted_ci": rate(sum(r.checks_1_6 for r in results), n),
+        "accepted": sum(r.checks_1_6 for r in results),
+        "accepted_ci": rate(sum(r.checks_1_6 for r in results), n),
         "calibrated": sum(r.calibrated for r in results),
         "calibrated_ci": rate(sum(r.calibrated for r in results), n),
         "failures_by_stage": dict(Counter(s for r in results for s in r.failed_stages)),
         "mean_revisions": sum(r.revisions for r in results) / n if n else None,
-        "accepted": len(accepted),
-        "accepted_ci": rate(len(accepted), n),
-        "accepted_rounds": (statistics.fmean(r.revisions + 1 for r in accepted) if accepted else None),
+        "domain_accepted": len(domain_accepted),
+        "domain_accepted_ci": rate(len(domain_accepted), n),
+        "domain_accepted_rounds": (statistics.fmean(r.revisions + 1 for r in domain_accepted)
+                                   if domain_accepted else None),
         "tokens": tokens,
         "cost_usd": cost,
         "review_cost_usd": sum(r.review_cost_usd for r in results),
@@ -174,7 +175,8 @@ def summarize(results: list[EpisodeResult]) -> dict:
 
 
 PROTOCOL = {"valid": "checks 1-4 (build, reference = 1, do-nothing below the threshold)",
-            "accepted": "checks 1-4 as the domain runs them (Table 8, App. C.1)",
+            "accepted": "checks 1-6 (also decontamination and review)",
+            "domain_accepted": "checks 1-4 as the domain runs them (Table 8, App. C.1)",
             "calibration": "after the episode, on the env it finally submitted; no revision answers it"}
 """How ``mode=generate`` counts (Table 2 §4.1, Table 8 App. C.1; F.1: calibration is not part of validity)."""
 
@@ -192,7 +194,7 @@ def generate(cfg: AesConfig, stack: ProposerStack, round: int = 0) -> tuple[list
          "solver": cfg.solver.name, "protocol": PROTOCOL, "summary": summary,
          "episodes": [{**r.assignment.to_dict(), "outcome": r.outcome, "env_id": r.env_id,
                        "revisions": r.revisions, "rounds": r.revisions + 1, "failed_stages": r.failed_stages,
-                       "checks_1_4": r.checks_1_4, "accepted": r.checks_1_4, "checks_1_6": r.checks_1_6,
+                       "checks_1_4": r.checks_1_4, "checks_1_6": r.checks_1_6,
                        "calibrated": r.calibrated, "stats": r.stats, "tokens": r.tokens, "cost_usd": r.cost_usd,
                        "review_cost_usd": r.review_cost_usd}
                       for r in results]},
