@@ -210,7 +210,8 @@ def test_anthropic_request_conversion_and_parsed_result(server):
         1523 + 2048, 87, 2048)
     assert result.cost_usd == pytest.approx((3571 * 3.0 + 87 * 15.0) / 1e6)
     assert budget.summary() == {"cost_usd": pytest.approx(result.cost_usd), "tokens": 3571 + 87,
-                                "model_calls": 1}
+                                "model_calls": 1, "reasoning_tokens": 0, "reasoning_cost_usd": 0.0,
+                                "cached_tokens": 2048, "cache_write_tokens": 0}
     assert result.prompt_token_ids is None and not model.supports_token_ids
     model.close()
 
