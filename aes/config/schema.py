@@ -150,10 +150,23 @@ class AgentConfig:
     """Most prompt + completion tokens per episode; None means only the model's context length limits it."""
     system_prompt: Optional[str] = None
     """Replace the built-in system prompt (see aes/agents/prompts.py)."""
+    compact_at: Optional[float] = 0.8
+    """Context compaction (aes/agents/compaction.py): when the conversation and the next reply would
+    fill more than this fraction of the model's context, the oldest tool outputs are replaced by a
+    stub, recorded in the trajectory; None: never (the episode ends at the context limit)."""
+    compact_to: float = 0.5
+    """Fraction of the context a compaction brings the conversation down to (where old outputs allow)."""
+    compact_keep: int = 2
+    """The most recent tool outputs a compaction always keeps whole."""
 
     def __post_init__(self) -> None:
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError("agent.max_turns must be >= 1, or null for no turn limit")
+        if self.compact_at is not None and not 0.0 < self.compact_to < self.compact_at <= 1.0:
+            raise ConfigError(f"agent.compact_to ({self.compact_to}) and agent.compact_at ({self.compact_at}) must "
+                              "satisfy 0 < compact_to < compact_at <= 1 (or compact_at: null for no compaction)")
+        if self.compact_keep < 0:
+            raise ConfigError("agent.compact_keep must be >= 0")
 
 
 @dataclass
