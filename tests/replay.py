@@ -5,7 +5,8 @@
 as the provider sends them. The server answers each request with the next scripted response
 and records what it received (path, headers, JSON body) for the test to check. ``rejects``
 plays what the API does with a parameter a model does not accept: a request whose body holds
-one of its keys gets that key's error response instead of the next scripted one.
+one of its keys (with a value not in the response's ``accepted`` list) gets that key's error
+response instead of the next scripted one.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class ReplayServer:
         self.script: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self.rejects: dict[str, dict[str, Any]] = {}
-        """Body key -> the error response a request carrying it gets (the script is not consumed)."""
+        """Body key -> the error response a request carrying it gets, unless its value is one of the
+        response's ``accepted`` (the script is not consumed)."""
         self._lock = threading.Lock()
         server = self
 
@@ -45,7 +47,8 @@ class ReplayServer:
                     server.requests.append({"path": self.path,
                                             "headers": {k.lower(): v for k, v in self.headers.items()},
                                             "body": body})
-                    rejected = [k for k in server.rejects if isinstance(body, dict) and k in body]
+                    rejected = [k for k, r in server.rejects.items() if isinstance(body, dict) and k in body
+                                and body[k] not in r.get("accepted", [])]
                     if rejected:
                         reply = server.rejects[rejected[0]]
                     else:

@@ -610,19 +610,21 @@ def openai_reply(text: str, usage: dict[str, Any] | None = None) -> dict[str, An
 @pytest.mark.parametrize("declared", [True, False])
 def test_the_review_sends_no_parameter_the_model_rejects(server, declared):
     """gpt.yaml declares temperature unsupported; the API (played by ``rejects``) answers a request
-    carrying one with its 400. Undeclared, every task fails review as review.grader_error."""
+    carrying one other than its default with a 400. Undeclared, with a temperature of 0.7 configured,
+    every task fails review as review.grader_error."""
     from aes.admission.review import Reviewer
     from tests.conftest import FIXTURES
 
-    cfg, grader = shipped("gpt", server, *([] if declared else ["proposer.unsupported_params=[]"]))
-    server.rejects["temperature"] = recorded("openai_bad_request_400")
+    cfg, grader = shipped("gpt", server, "proposer.temperature=0.7",
+                          *([] if declared else ["proposer.unsupported_params=[]"]))
+    server.rejects["temperature"] = recorded("openai_temperature_400")
     verdict = json.dumps({"criteria": [{"name": c.name, "pass": True, "reason": "fine"}
                                        for c in cfg.admission.rubric_for("terminal")]})
     server.push(openai_reply(verdict))
     review = Reviewer(grader, cfg.admission, "terminal").review(FIXTURES / "good")
     (body,) = server.bodies
     if not declared:
-        assert body["temperature"] == 1.0  # what the config would send (the caller asks for none)
+        assert body["temperature"] == 0.7  # the config's (the review asks for none of its own)
         assert [r.code for r in review.reasons] == ["review.grader_error"] and "temperature" in review.reasons[0].message
         return
     assert review.passed and "temperature" not in body
@@ -638,11 +640,23 @@ def test_the_hil_judge_sends_no_temperature(server):
     from aes.hil.human import ModelJudge
 
     _, model = shipped("gpt", server)
-    server.rejects["temperature"] = recorded("openai_bad_request_400")
+    server.rejects["temperature"] = recorded("openai_temperature_400")
     server.push(openai_reply('["currency"]'))
-    blockers = [Blocker(id="currency", type="missing_parameters", topic="the currency of the totals", answer="EUR", keywords=("currency",))]
+    blockers = [Blocker(id="currency", type="missing_parameters", topic="the currency of the totals", answer="EUR",
+                        keywords=("currency",))]
     assert ModelJudge(model, "Match questions to blockers.").match("Which currency?", blockers) == ["currency"]
     assert "temperature" not in server.bodies[0]
+
+
+def test_a_temperature_a_caller_asks_for_is_dropped_where_the_model_rejects_it(server):
+    server.rejects["temperature"] = recorded("openai_temperature_400")
+    server.push(openai_reply("ok"))
+    _, declared = shipped("gpt", server)
+    assert declared.chat([{"role": "user", "content": "hi"}], temperature=0.0).text == "ok"
+    _, undeclared = shipped("gpt", server, "proposer.unsupported_params=[]")
+    with pytest.raises(ModelError, match="Unsupported value: 'temperature'"):
+        undeclared.chat([{"role": "user", "content": "hi"}], temperature=0.0)
+    assert "temperature" not in server.bodies[0] and server.bodies[1]["temperature"] == 0.0
 
 
 def test_anthropic_request_follows_the_model_config(server):
