@@ -297,3 +297,37 @@ def test_a_long_episode_is_compacted_instead_of_ending_at_the_context(runner, tm
     assert last[-1]["content"].startswith("[exit code 0]")  # the latest output is whole
     whole = [s for s in trajectory["steps"] if s.get("observation")][0]["observation"]["results"][0]["content"]
     assert whole.count("z") == 1500  # the trajectory keeps every output
+
+
+@pytestmark_docker
+def test_parallel_calls_from_vllm_through_the_sdk_all_run(runner, tmp_path, monkeypatch):
+    """qwen.yaml allows parallel calls (vLLM would otherwise drop all but the first of the calls the
+    policy generated): a recorded vLLM reply with two calls, through the real OpenAI SDK, runs both."""
+    import copy
+
+    from aes.config import compose_config
+    from aes.models import build_model
+    from tests.replay import offline, recorded, replay_server
+
+    offline(monkeypatch, "AES_TEST_MODEL_KEY")
+    submit = copy.deepcopy(recorded("vllm_parallel_tool_calls"))
+    message = submit["body"]["choices"][0]["message"]
+    message["tool_calls"] = [{"id": "chatcmpl-tool-5c7e9a1b3d5f4c8e", "type": "function",
+                              "function": {"name": "submit", "arguments": "{}"}}]
+    message["reasoning"] = None
+    with replay_server() as server:
+        server.push("vllm_parallel_tool_calls", submit)
+        cfg = compose_config(["proposer=qwen", f"proposer.base_url={server.url}/v1"])
+        model = build_model(cfg.proposer)
+        result = runner.run(load_task(make_task(tmp_path)), TerminalAgent(model, AgentConfig()))
+        model.close()
+    assert result.reward == 1.0 and result.agent_info["end_reason"] == EndReason.DONE
+    first, second = server.bodies
+    assert "parallel_tool_calls" not in first and [t["function"]["name"] for t in first["tools"]] == ["bash", "submit"]
+    ids = ["chatcmpl-tool-8f2a1c3e5b7d4a9f", "chatcmpl-tool-1b3d5f7a9c2e4b6d"]
+    assert [c["id"] for c in second["messages"][-3]["tool_calls"]] == ids
+    assert [(m["role"], m["tool_call_id"], m["content"]) for m in second["messages"][-2:]] == [
+        ("tool", ids[0], "[exit code 0]\n"), ("tool", ids[1], "[exit code 0]\n")]
+    step = result.agent_info["trajectory"]["steps"][2]
+    assert step["reasoning_content"].startswith("Write the two digits")
+    assert [r["source_call_id"] for r in step["observation"]["results"]] == ids
