@@ -750,3 +750,16 @@ def test_anthropic_effort_values_are_its_own(server):
 
     with pytest.raises(ConfigError, match="backend anthropic.*reasoning_effort must be one of low"):
         shipped("claude", server, "proposer.reasoning_effort=minimal")
+
+
+def test_a_ray_workers_usage_adds_its_parts_to_the_runs_budget(server):
+    """A trial on a Ray worker charges its model's budget summary to the driver's, parts included."""
+    from aes.sandbox.ray_executor import _charge
+
+    server.push("anthropic_thinking_tool_use")
+    _, worker = shipped("claude", server)
+    worker.chat([{"role": "user", "content": "hi"}])
+    driver = RunBudget()
+    _charge(driver, worker.budget.summary())
+    assert driver.summary() == pytest.approx(worker.budget.summary())
+    assert driver.summary()["cache_write_tokens"] == 3688 and driver.summary()["reasoning_tokens"] == 241

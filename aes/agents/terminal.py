@@ -268,11 +268,14 @@ class Episode:
     def _act_all(self, calls: list[tuple[ToolCall, Action]], step: dict, deadline: float) -> tuple[str | None, int]:
         """Run the calls of one reply in order, each answered by its own tool result; ``(end reason
         or None to go on, estimated tokens the results add)``. A submit ends the episode after the
-        calls before it; a call that cannot run (or comes after the submit) is answered with why."""
-        added, done = 0, False
+        calls before it; a call that cannot run (or comes after the submit, or after the container
+        stopped) is answered with why."""
+        added, done, stopped = 0, False, False
         for call, action in calls:
             if done:
                 observation = "not run: submit ended the episode before this call"
+            elif stopped:
+                observation = "not run: the container stopped before this call"
             elif action.done:
                 self._observe(step, action, "submitted")
                 done = True
@@ -281,18 +284,18 @@ class Episode:
                 observation = (f"not run: {call.name!r} with arguments {call.raw_arguments or call.arguments} is no "
                                f"call of a tool here (tools: {', '.join(t.name for t in self.tools or [])})")
             else:
-                observation = self._act(action, step, deadline)
-                if observation is None:
-                    return EndReason.CONTAINER_STOPPED, added
-                self.outputs.append(Output(len(self.messages) - 1, step["step_id"]))
-                added += _approx_tokens([{"content": observation}])
+                observation = self._act(action, step, deadline)  # answered there, also when the container stopped
+                stopped = observation is None
+                if not stopped:
+                    self.outputs.append(Output(len(self.messages) - 1, step["step_id"]))
+                    added += _approx_tokens([{"content": observation}])
                 continue
             self.recorder.observe(step, call.id, observation)
             self.messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
             added += _approx_tokens([{"content": observation}])
         if self.progress:
             log.info("%s turn %d: %d tool calls in one reply, run in order", self.progress, self.turns, len(calls))
-        return (EndReason.DONE if done else None), added
+        return (EndReason.DONE if done else EndReason.CONTAINER_STOPPED if stopped else None), added
 
     def _span_exceeded(self) -> bool:
         version = getattr(self.model, "weights_version", None)
