@@ -10,9 +10,10 @@ Every rubric criterion must be present and pass; a rejection names the criterion
 (``review.<name>``) and what it requires. An unreadable reply is retried once and then rejects
 the task with its own reason code.
 
-The request sends ``temperature=0.0``; models that accept no temperature (some OpenAI models)
-answer it with an error (``review.grader_error``) until the clients drop parameters a model does
-not accept (issue 26 item 5).
+The request sets no sampling parameters of its own: the grader samples as its model config says
+(a setting the model rejects, e.g. a reasoning model's temperature, is in its ``unsupported_params``
+and never sent), and its ``reasoning_tokens`` come on top of ``admission.review_max_tokens``, so
+the verdict's budget is not eaten by reasoning.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ class Reviewer:
         result = ReviewResult(passed=False)
         for _ in range(2):
             try:
-                reply = self.grader.chat(messages, max_tokens=self.cfg.review_max_tokens, temperature=0.0)
+                reply = self.grader.chat(messages, max_tokens=self.cfg.review_max_tokens)
             except ModelUnavailable:
                 raise  # the grader's server is down: an infrastructure failure, not a rejected task
             except ModelError as exc:

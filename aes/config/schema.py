@@ -22,6 +22,29 @@ class ConfigError(ValueError):
 MODES = ("run", "validate", "rollout", "calibrate", "generate", "train", "eval", "sft")
 
 
+REQUEST_SETTINGS = ("temperature", "seed", "logprobs", "parallel_tool_calls", "reasoning_effort", "thinking",
+                    "prompt_cache")
+"""The model settings a client turns into request parameters (what ``unsupported_params`` may name)."""
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def _check_request_settings(cfg: ModelConfig) -> None:
+    unknown = [p for p in cfg.unsupported_params if p not in REQUEST_SETTINGS]
+    if unknown:
+        raise ConfigError(f"model {cfg.name}: unsupported_params names {', '.join(map(str, unknown))}; each must be one "
+                          f"of {', '.join(REQUEST_SETTINGS)}")
+    if cfg.reasoning_effort is not None and cfg.reasoning_effort not in REASONING_EFFORTS:
+        raise ConfigError(f"model {cfg.name}: reasoning_effort must be one of {', '.join(REASONING_EFFORTS)} or "
+                          f"null, got {cfg.reasoning_effort!r}")
+    if cfg.reasoning_tokens < 0:
+        raise ConfigError(f"model {cfg.name}: reasoning_tokens must be >= 0, got {cfg.reasoning_tokens}")
+    if cfg.thinking not in (None, "adaptive", "enabled", "disabled"):
+        raise ConfigError(f"model {cfg.name}: thinking must be adaptive, enabled, disabled or null, got {cfg.thinking!r}")
+    if cfg.thinking == "enabled" and cfg.reasoning_tokens < 1024:
+        raise ConfigError(f"model {cfg.name}: thinking=enabled spends a budget of reasoning_tokens, which must be at "
+                          f"least 1024 (got {cfg.reasoning_tokens}); set reasoning_tokens or thinking=adaptive")
+
+
 @dataclass
 class ModelConfig:
     """A model that plays the proposer or the solver (``conf/proposer``, ``conf/solver``)."""
@@ -58,6 +81,34 @@ class ModelConfig:
     """USD per million generated tokens, for cost accounting."""
     price_cached_input_per_mtok: Optional[float] = None
     """USD per million prompt tokens read from the provider's cache; None charges the full input price."""
+    price_cache_write_per_mtok: Optional[float] = None
+    """USD per million prompt tokens written to the provider's cache (Anthropic bills a write above
+    the input price, OpenAI not at all); None charges the full input price."""
+    unsupported_params: list[str] = field(default_factory=list)
+    """Settings of this config whose request parameter the model answers with an error: the client
+    never sends them, whatever a caller asks (e.g. ``[temperature]`` for OpenAI's reasoning models,
+    which take no temperature but their own). Any of temperature, seed, logprobs, parallel_tool_calls,
+    reasoning_effort, thinking, prompt_cache."""
+    parallel_tool_calls: bool = False
+    """Whether the model may call several tools in one reply. False asks the API for one call at a
+    time (OpenAI's ``parallel_tool_calls: false``, Anthropic's ``disable_parallel_tool_use``); either
+    way the agent runs every call a reply holds, in order, each with its own result."""
+    reasoning_effort: Optional[str] = None
+    """How much a reasoning model thinks (OpenAI's ``reasoning_effort``, Anthropic's
+    ``output_config.effort``): none, minimal, low, medium, high, xhigh or max; None: the model's
+    default (nothing sent)."""
+    reasoning_tokens: int = 0
+    """Tokens a call may spend reasoning on top of its ``max_tokens``. The APIs count reasoning in the
+    completion limit (OpenAI's ``max_completion_tokens``, Anthropic's ``max_tokens``), so a call asks
+    for max_tokens + reasoning_tokens: a reply's own budget (a turn, the review's
+    ``admission.review_max_tokens``) is not eaten by its reasoning. Reasoning tokens are counted
+    apart (``reasoning_tokens`` in usage, trajectories and the run's totals) and billed as output."""
+    thinking: Optional[str] = None
+    """Anthropic's thinking: adaptive (the model decides how much), enabled (a budget of
+    ``reasoning_tokens``, at least 1024) or disabled; None: nothing sent (the model's default)."""
+    prompt_cache: bool = True
+    """Ask the provider to cache the prompt's prefix (Anthropic: a top-level ``cache_control``; OpenAI
+    caches by itself): each turn of an episode reads its history back at ``price_cached_input_per_mtok``."""
     timeout_sec: float = 600.0
     """Timeout of one model call."""
     max_retries: int = 5
@@ -77,6 +128,7 @@ class ModelConfig:
     card's recipe of its family when the context needs one (aes/models/families.py)."""
 
     def __post_init__(self) -> None:
+        _check_request_settings(self)
         if self.temperature < 0:
             raise ConfigError(f"model temperature must be >= 0, got {self.temperature}")
         if self.max_tokens <= 0:
@@ -105,10 +157,23 @@ class AgentConfig:
     """Most prompt + completion tokens per episode; None means only the model's context length limits it."""
     system_prompt: Optional[str] = None
     """Replace the built-in system prompt (see aes/agents/prompts.py)."""
+    compact_at: Optional[float] = 0.8
+    """Context compaction (aes/agents/compaction.py): when the conversation and the next reply would
+    fill more than this fraction of the model's context, the oldest tool outputs are replaced by a
+    stub, recorded in the trajectory; None: never (the episode ends at the context limit)."""
+    compact_to: float = 0.5
+    """Fraction of the context a compaction brings the conversation down to (where old outputs allow)."""
+    compact_keep: int = 2
+    """The most recent tool outputs a compaction always keeps whole."""
 
     def __post_init__(self) -> None:
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError("agent.max_turns must be >= 1, or null for no turn limit")
+        if self.compact_at is not None and not 0.0 < self.compact_to < self.compact_at <= 1.0:
+            raise ConfigError(f"agent.compact_to ({self.compact_to}) and agent.compact_at ({self.compact_at}) must "
+                              "satisfy 0 < compact_to < compact_at <= 1 (or compact_at: null for no compaction)")
+        if self.compact_keep < 0:
+            raise ConfigError("agent.compact_keep must be >= 0")
 
 
 @dataclass

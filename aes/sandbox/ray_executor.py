@@ -235,6 +235,9 @@ def _charge(budget, usage: dict | None) -> None:
         budget.usd += usage.get("cost_usd", 0.0)
         budget.tokens += usage.get("tokens", 0)
         budget.calls += usage.get("model_calls", 0)
+        budget.reasoning_usd += usage.get("reasoning_cost_usd", 0.0)
+        for kind in budget.counts:  # the parts: reasoning, cache reads and writes
+            budget.counts[kind] += usage.get(kind, 0)
 
 
 # -- the worker side ------------------------------------------------------------------------------
