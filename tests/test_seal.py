@@ -134,7 +134,7 @@ def test_the_images_service_scripts_are_not_replaced():
 
 
 def test_git_configuration_loses_only_its_command_valued_keys():
-    from aes.sandbox.gitconfig import sanitize
+    from aes.sandbox.gitconfig import parse, sanitize
 
     text = ('[core]\n\trepositoryformatversion = 0\n\tpager = /app/x\n\tfsmonitor = /app/x\n'
             '[filter "lfs"]\n\tclean = /app/x %f\n[user]\n\tname = A\n[alias]\n\tst = status\n\tx = "!sh /app/x"\n'
@@ -142,30 +142,87 @@ def test_git_configuration_loses_only_its_command_valued_keys():
             '\tfetch = +refs/heads/*:refs/remotes/origin/*\n[diff]\n\texternal = /app/x \\\n  --more\n'
             '[include]\n\tpath = /app/more\n[includeIf "gitdir:/app/"]\n\tpath = /app/more\n[Core]\n\tEditor = /app/x\n'
             '[log]\n\tshowSignature = true\n[gpg]\n\tprogram = /app/x\n[branch "main"]\n\tremote = origin\n'
-            '[submodule "m"]\n\tupdate = !/app/x\n\turl = ../m\n[merge "ours"]\n\tdriver = /app/x\n')
+            '[submodule "m"]\n\tupdate = !/app/x\n\turl = ../m\n[merge "ours"]\n\tdriver = /app/x\n'
+            '[user][filter "x"]clean = /app/x\n[url "ext::sh -c /app/x "]\n\tinsteadOf = https://\n')
     out, dropped = sanitize(text)
     assert "/app/x" not in out and "/app/more" not in out and "--more" not in out
-    for kept in ("repositoryformatversion = 0", "name = A", "st = status", "fetch = +refs", "remote = origin",
-                 "url = ../m", '[branch "main"]'):
-        assert kept in out, kept
-    assert len(dropped) == 14, dropped
+    kept = {(s, sub, k): v for s, sub, k, v in parse(out)[0]}
+    assert kept == {("core", None, "repositoryformatversion"): "0", ("user", None, "name"): "A",
+                    ("alias", None, "st"): "status", ("remote", "origin", "fetch"): "+refs/heads/*:refs/remotes/origin/*",
+                    ("branch", "main", "remote"): "origin", ("submodule", "m", "url"): "../m"}
+    assert len(dropped) == 16, dropped
+    assert "filter.x.clean" in dropped  # two sections on one line: git reads the second one's key
+
+
+def test_git_configuration_is_read_as_git_reads_it(tmp_path):
+    """The parser against git itself on hand-written layouts and random text: the same keys and
+    values, or an error where git reports one; the canonical text reads back the same."""
+    import random
+    import shutil
+    import subprocess
+
+    from aes.sandbox.gitconfig import parse, sanitize
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed on this machine")
+    cases = ['[user][filter "x"]clean = /app/f\n', '[core] bare = false [filter "x"] clean = y\n',
+             '[filter.x]\n clean = y\n', '[Filter "X"]\n\tClean = y\n', '[a.b "c"]\n k = v\n',
+             '[a "b\\"c"]\n k = v\n', '[a]\n k = "quoted # x" # comment\n', '[a]\n k = v \\\n  continued\n',
+             '[a]\n k = "a\\tb\\nc\\\\d"\n', '[a]\n k = bad\\escape\n', '[a]\n k\n k2 = \n k3=x;c\n',
+             '\ufeff[a]\nk=v\n', '[a]\r\nk=v\r\n', '[a]\nk = "unterminated\n', 'k = v\n', '[a]\n k = x  y\t z  \n',
+             '[a]\n k = "" x\n', '[a]\n k = x\\', '[a]k=v', '[a "x"] [b] k = v\n', '[ a ]\nk=v\n', '[a.]\n k=w\n']
+    rng = random.Random(1)
+    alphabet = ['[', ']', '"', '\\', '\n', ' ', '\t', '=', '#', ';', 'a', 'b', '.', 'k', 'x', '\r', '-', '1']
+    cases += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30))) for _ in range(250)]
+    cases += ["[s]\n" + "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30))) for _ in range(250)]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def git_list(text: str) -> list[str] | None:
+        (tmp_path / "config").write_text(text)
+        run = subprocess.run(["git", "config", "--file", str(tmp_path / "config"), "--no-includes", "--list", "-z"],
+                             capture_output=True, text=True, env=env)
+        return [x for x in run.stdout.split("\0") if x] if run.returncode == 0 else None
+
+    def ours(entries) -> list[str]:
+        return [(f"{s}.{sub + '.' if sub is not None else ''}{k}" if s else k) + ("" if v is None else "\n" + v)
+                for s, sub, k, v in entries]
+
+    for text in cases:
+        entries, error = parse(text)
+        theirs = git_list(text)
+        assert (theirs is None) == (error is not None), (text, theirs, error)
+        if theirs is not None:
+            assert ours(entries) == theirs, text
+        out, _ = sanitize(text)
+        assert git_list(out) == ours([e for e in parse(out)[0]]), text
 
 
 def test_a_carried_repository_config_is_sanitized(tmp_path):
+    """In every layout git reads a configuration from: a git dir (HEAD a file or a symlink), a
+    worktree's git dir (commondir), a shared common dir (objects and refs, no HEAD), a ``*.git``
+    dir; a plain file named config elsewhere is data."""
     import tarfile
 
     upper, merged = tmp_path / "upper", tmp_path / "merged"
+    evil = '[core]\n\tbare = false\n[filter "x"]\n\tclean = /app/x\n'
     for base in (upper, merged):
-        (base / "app" / ".git").mkdir(parents=True)
+        for repo in ("app/.git", "app/store", "app/wt", "app/common", "srv/bare.git"):
+            (base / repo).mkdir(parents=True)
+            (base / repo / "config").write_text(evil)
         (base / "app" / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-        (base / "app" / ".git" / "config").write_text('[core]\n\tbare = false\n[filter "x"]\n\tclean = /app/x\n')
+        os.symlink("refs/heads/main", base / "app" / "store" / "HEAD")
+        (base / "app" / "wt" / "commondir").write_text("../common\n")
+        for sub in ("objects", "refs"):
+            (base / "app" / "common" / sub).mkdir()
         (base / "app" / "config").write_text('[filter "x"]\n\tclean = kept: not a repository\n')
     carry = carry_from_host(str(upper), str(merged), SealPolicy({}), lambda p: False, 1000, 1 << 20)
     with tarfile.open(fileobj=carry.archive) as tar:
-        repo = tar.extractfile("app/.git/config").read().decode()
+        for repo in ("app/.git", "app/store", "app/wt", "app/common", "srv/bare.git"):
+            text = tar.extractfile(f"{repo}/config").read().decode()
+            assert "bare" in text and "clean" not in text, repo
         plain = tar.extractfile("app/config").read().decode()
-    assert "bare = false" in repo and "clean" not in repo and "kept" in plain
-    assert carry.sanitized == {"/app/.git/config": ["filter.x.clean"]}
+    assert "kept" in plain
+    assert carry.sanitized["/app/.git/config"] == ["filter.x.clean"] and len(carry.sanitized) == 5
     assert "carried without filter.x.clean" in carry.summary()
 
 

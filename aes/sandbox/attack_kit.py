@@ -144,6 +144,27 @@ def attack_task(root: Path, name: str, solve: str, dockerfile: str = DOCKERFILE,
 
 
 def task_for(root: Path, attack: Attack, honest: bool = False) -> Path:
-    """The attack's task, or (``honest``) the same task solved honestly."""
+    """The attack's task: its reference solution is the honest one (:data:`HONEST`); the attack is
+    what :class:`AttackAgent` types in the agent's container. ``honest``: the same task variant
+    under another name (for its honest twin)."""
     name = f"{attack.name}-honest" if honest else attack.name
-    return attack_task(root, name, HONEST if honest else attack.solve, attack.dockerfile, attack.test_sh)
+    return attack_task(root, name, HONEST, attack.dockerfile, attack.test_sh)
+
+
+class AttackAgent:
+    """Types an attack in the agent's container as a solver would (as the agent's user, with the
+    agent's time limit); the task's reference solution stays honest, so the tamper audit compares
+    the attack's verification with an honest one. ``honest``: types the honest work instead."""
+
+    name = "attack"
+
+    def __init__(self, attack: Attack | str, honest: bool = False):
+        self.script = HONEST if honest else (attack.solve if isinstance(attack, Attack) else attack)
+
+    def run(self, task, container, timeout: float):
+        from aes.sandbox.container import tar_entries
+        from aes.sandbox.trial import AgentRun
+
+        container.put_archive(tar_entries({"/solution/attack.sh": ("#!/bin/bash\n" + self.script).encode()}))
+        result = container.exec(["bash", "-c", "/solution/attack.sh"], timeout, user=task.spec.agent_user)
+        return AgentRun(exit_code=result.exit_code, output=result.output, timed_out=result.timed_out)

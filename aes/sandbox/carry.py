@@ -15,7 +15,9 @@ Every symlink or hard link to a regular file is carried as a copy of that file: 
 can never alias a file the verifier writes later. A symlink to a data directory stays a link
 (:func:`dir_link_allowed`); dangling links, other links to directories and special files are
 dropped. Set-user/group-ID bits are cleared. A git repository's
-``config`` is carried without its command-valued keys (:mod:`aes.sandbox.gitconfig`).
+``config`` is rebuilt from git's own reading of it without its command-valued keys
+(:mod:`aes.sandbox.gitconfig`), and ``/etc/passwd`` from the pristine image's
+(:mod:`aes.sandbox.accounts`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import posixpath
 import stat
 import tarfile
 import tempfile
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterator
@@ -48,6 +51,10 @@ writable by it, so a read-only file the agent planted at a name the tests write 
 /tmp/expected.txt``) cannot make the tests compare against the agent's copy."""
 GIT_CONFIG_MAX_BYTES = 1 << 20
 """A repository configuration larger than this is not carried (git's own are a few hundred bytes)."""
+DEFAULT_MAX_SECONDS = 120.0
+LOOK_FACTOR = 4
+TRANSFORM_MAX_BYTES = 4 << 20
+"""A file rebuilt from the pristine image's (``/etc/passwd``) larger than this is not carried."""
 
 
 class CarryError(RuntimeError):
@@ -71,6 +78,8 @@ class Carry:
     sanitized: dict[str, list[str]] = field(default_factory=dict)
     """Git configuration files carried without these command-valued keys."""
     method: str = ""
+    paths: set[str] = field(default_factory=set)
+    """The regular files carried (what the tamper audit watches)."""
 
     def skip(self, why: str, path: str) -> None:
         self.skipped[why] += 1
@@ -97,16 +106,21 @@ class Carry:
 class _Writer:
     """Writes carried entries to a spooled tar, within entry and byte limits.
 
-    ``is_repository``: whether a directory is a git repository's (holds ``HEAD``), so that its
-    ``config`` is written without command-valued keys.
+    ``is_repository``: whether a directory is one git reads a configuration from
+    (:func:`~aes.sandbox.gitconfig.is_git_dir`), so that its ``config`` is rebuilt as data.
     """
 
     def __init__(self, max_entries: int, max_bytes: int, carry: Carry | None = None,
                  is_repository: Callable[[str], bool] = lambda path: False,
-                 scratch_owner: tuple[int, int] | None = None):
+                 scratch_owner: tuple[int, int] | None = None,
+                 transforms: dict[str, Callable[[bytes], bytes]] | None = None,
+                 max_seconds: float = DEFAULT_MAX_SECONDS):
         self.max_entries, self.max_bytes = max_entries, max_bytes
+        self.max_seconds, self.deadline = max_seconds, time.monotonic() + max_seconds
+        self.looked = 0
         self.carry, self.is_repository = carry, is_repository
         self.scratch_owner = scratch_owner
+        self.transforms = transforms or {}
         self.buf = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
         self.tar = tarfile.open(fileobj=self.buf, mode="w", format=tarfile.PAX_FORMAT)
         self.entries = self.files = self.bytes = 0
@@ -118,6 +132,20 @@ class _Writer:
             uid, gid = self.scratch_owner or (uid, gid)
             mode |= bits
         return mode, uid, gid
+
+    def look(self) -> None:
+        """One more changed path looked at (carried or not): within 4 x the entry limit and the time limit."""
+        self.looked += 1
+        if self.looked > LOOK_FACTOR * self.max_entries:
+            raise CarryError(f"the agent changed more than {LOOK_FACTOR * self.max_entries} paths, counting those not "
+                             f"carried (4 x sandbox.max_carry_entries)")
+        if self.looked % 256 == 0:
+            self.in_time()
+
+    def in_time(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise CarryError(f"reading the agent's changes took more than {self.max_seconds:.0f} s "
+                             f"(sandbox.max_carry_sec; {self.looked} paths looked at, {self.entries} carried)")
 
     def _count(self, size: int) -> None:
         self.entries += 1
@@ -142,7 +170,14 @@ class _Writer:
         if path in self.seen:
             return
         parent = posixpath.dirname(path)
-        if gitconfig.is_repository_config(posixpath.basename(path), parent.endswith(".git") or self.is_repository(parent)):
+        if path in self.transforms:
+            if size > TRANSFORM_MAX_BYTES:
+                if self.carry is not None:
+                    self.carry.skip("files rebuilt from the pristine image's, over 4 MiB", path)
+                return
+            data = self.transforms[path](handle.read(TRANSFORM_MAX_BYTES))
+            handle, size = io.BytesIO(data), len(data)
+        elif posixpath.basename(path) in gitconfig.CONFIG_NAMES and self.is_repository(parent):
             handle, size = self._git_config(path, handle, size)
             if handle is None:
                 return
@@ -154,6 +189,8 @@ class _Writer:
         info.uid, info.gid, info.mtime = uid, gid, int(mtime)
         self.tar.addfile(info, handle)
         self.files += 1
+        if self.carry is not None:
+            self.carry.paths.add(path)
 
     def _git_config(self, path: str, handle: BinaryIO, size: int) -> tuple[BinaryIO | None, int]:
         """The repository configuration at ``path`` without its command-valued keys."""
@@ -348,14 +385,20 @@ def host_layer(container) -> tuple[str, str, frozenset[str]] | None:
 
 def carry_from_host(upper: str, merged: str, policy: SealPolicy, pristine: Callable[[str], bool],
                     max_entries: int, max_bytes: int, engine_files: frozenset[str] = frozenset(),
-                    scratch_owner: tuple[int, int] | None = None) -> Carry:
+                    scratch_owner: tuple[int, int] | None = None,
+                    transforms: dict[str, Callable[[bytes], bytes]] | None = None,
+                    max_seconds: float = DEFAULT_MAX_SECONDS) -> Carry:
     """The carry of a paused container read from its overlay2 layer on this host (``engine_files``:
-    paths the engine, not the agent, put there)."""
+    paths the engine, not the agent, put there; ``transforms``: path -> what its carried content
+    is made of, e.g. the account database rebuilt from the pristine image's)."""
     carry = Carry(method="overlay2 layer")
     tree = SafeTree(merged)
-    writer = _Writer(max_entries, max_bytes, carry, lambda d: _regular(tree.lstat(d + "/HEAD")), scratch_owner)
+    writer = _Writer(max_entries, max_bytes, carry,
+                     lambda d: gitconfig.is_git_dir(posixpath.basename(d), lambda e: tree.lstat(f"{d}/{e}") is not None),
+                     scratch_owner, transforms, max_seconds)
     try:
         for path, entry_st, opaque, redirected in _walk_upper(upper):
+            writer.look()
             if path in engine_files:
                 continue
             _host_entry(path, entry_st, opaque, redirected, tree, policy, pristine, carry, writer)
@@ -471,6 +514,7 @@ def _host_subtree(root: str, tree: SafeTree, policy: SealPolicy, carry: Carry, w
         finally:
             os.close(dfd)
         for child in names:
+            writer.look()
             path = posixpath.join(current, child)
             st = tree.lstat(path)
             if st is None:
@@ -496,22 +540,27 @@ def _delete(path: str, policy: SealPolicy, carry: Carry) -> None:
 
 # -- through the engine's API (remote or rootless engines, other storage drivers) -------------------
 def carry_from_api(container, policy: SealPolicy, pristine: Callable[[str], object],
-                   max_entries: int, max_bytes: int, scratch_owner: tuple[int, int] | None = None) -> Carry:
+                   max_entries: int, max_bytes: int, scratch_owner: tuple[int, int] | None = None,
+                   transforms: dict[str, Callable[[bytes], bytes]] | None = None,
+                   max_seconds: float = DEFAULT_MAX_SECONDS) -> Carry:
     """The carry of a paused or stopped container through ``docker diff`` and archive downloads
     (``pristine``: the engine's stat of a path in the pristine image, None where it has none)."""
     api, cid = container.api, container.id
     carry = Carry(method="engine API")
-    writer = _Writer(max_entries, max_bytes, carry, lambda d: container.stat(d + "/HEAD") is not None,
-                     scratch_owner)
+    writer = _Writer(max_entries, max_bytes, carry,
+                     lambda d: gitconfig.is_git_dir(posixpath.basename(d), lambda e: container.stat(f"{d}/{e}") is not None),
+                     scratch_owner, transforms, max_seconds)
     changes = sorted(api.diff(cid) or [], key=lambda c: c["Path"])
     if len(changes) > max_entries:
         raise CarryError(f"the agent changed more than {max_entries} paths (sandbox.max_carry_entries)")
-    fetched: list[str] = []
-    blocked: list[str] = []
+    writer.in_time()
+    done: set[str] = set()
+    """Paths fetched as a whole or blocked: their descendants are not looked at again."""
     try:
         for change in changes:
             path, kind = change["Path"], change["Kind"]
-            if any(path.startswith(root.rstrip("/") + "/") for root in (*fetched, *blocked)):
+            writer.in_time()
+            if _below(path, done):
                 continue
             if kind == 2:
                 _delete(path, policy, carry)
@@ -533,7 +582,7 @@ def carry_from_api(container, policy: SealPolicy, pristine: Callable[[str], obje
                     why = policy.deny_deletion(path)
                     if why:
                         carry.skip(why, path)
-                        blocked.append(path)
+                        done.add(path)
                     else:
                         carry.deletions.append(path)
                         writer.directory(path, head["mode"] & 0o777, 0, 0, 0)
@@ -542,13 +591,23 @@ def carry_from_api(container, policy: SealPolicy, pristine: Callable[[str], obje
                 carry.skip(policy.MODIFIED_TOOL, path)
                 continue
             _api_fetch(api, cid, path, policy, carry, writer)
-            fetched.append(path)
+            done.add(path)
         writer.check_deletions(carry)
     except BaseException:
         writer.tar.close()
         writer.buf.close()
         raise
     return writer.finish(carry)
+
+
+def _below(path: str, roots: set[str]) -> bool:
+    """Whether ``path`` lies below one of ``roots`` (its ancestors looked up, not the roots scanned)."""
+    parent = posixpath.dirname(path)
+    while parent not in ("/", ""):
+        if parent in roots:
+            return True
+        parent = posixpath.dirname(parent)
+    return False
 
 
 def _download(api, cid: str, path: str, max_bytes: int) -> BinaryIO | None:
@@ -573,6 +632,7 @@ def _api_fetch(api, cid: str, path: str, policy: SealPolicy, carry: Carry, write
         return
     with archive, tarfile.open(fileobj=archive) as tar:
         for member in tar:
+            writer.look()
             target = posixpath.normpath(posixpath.join(parent, member.name))
             if not target.startswith(path):
                 continue
@@ -636,10 +696,26 @@ def _api_symlink(api, cid: str, path: str, member: tarfile.TarInfo, carry: Carry
     carry.skip("links to directories outside the data, dangling links and special files", path)
 
 
+DELETION_BATCH_BYTES = 96 << 10
+"""Deletions per ``rm`` run, by the bytes of their paths (well inside the kernel's argument limit)."""
+
+
+def _batches(paths: list[str], limit: int) -> Iterator[list[str]]:
+    batch: list[str] = []
+    size = 0
+    for path in paths:
+        if batch and size + len(path) + 1 > limit:
+            yield batch
+            batch, size = [], 0
+        batch.append(path)
+        size += len(path.encode("utf-8", "surrogateescape")) + 1
+    if batch:
+        yield batch
+
+
 def apply_carry(verifier, carry: Carry) -> str | None:
     """Delete, then extract the archive in the verifier's container; an error message or None."""
-    for start in range(0, len(carry.deletions), 200):
-        batch = carry.deletions[start:start + 200]
+    for batch in _batches(carry.deletions, DELETION_BATCH_BYTES):
         result = verifier.exec(["rm", "-rf", "--", *batch], 120, user="0")
         if result.exit_code != 0:
             return f"could not apply the agent's deletions: {result.output.strip()[:300]}"

@@ -72,9 +72,13 @@ ETC_NAMES = (
     "inputrc", "shells", "nsswitch.conf", "gai.conf", "host.conf", "perl", "apt", "dpkg", "pip.conf", "xdg",
     "uv", "npmrc", "gitconfig", "gemrc", "wgetrc", "ssl", "pki", "ca-certificates", "ca-certificates.conf",
     "security", "pam.d", "sudoers", "sudoers.d", "sudo.conf", "sudo_logsrvd.conf", "R", "julia", "java",
-    "mercurial", "ImageMagick-6", "ImageMagick-7",
+    "mercurial", "ImageMagick-6", "ImageMagick-7", "login.defs", "default", "skel", "securetty", "pam.conf",
+    "adduser.conf", "deluser.conf", "update-motd.d",
 )
-"""Entries of /etc that decide what tools load, run or install (plus :data:`ETC_PREFIXES`)."""
+"""Entries of /etc that decide what tools load, run or install (plus :data:`ETC_PREFIXES`), and what
+``su``, ``runuser`` and ``useradd`` read besides the account database: ``login.defs`` (the PATH a
+switched user gets), ``default`` (pam_env's ``locale`` file sets any variable, ``BASH_ENV`` too;
+init scripts source the rest), ``skel`` (the dot-files of a user the tests create)."""
 
 ETC_PREFIXES = ("python", "java-", "php", "ruby", "node")
 """Versioned /etc entries of interpreters (``/etc/python3.11``, ``/etc/java-17-openjdk``,
@@ -103,7 +107,7 @@ need as written, and a way to make the tests install or run the agent's code."""
 HOME_TOOL_DIRS = frozenset({
     ".config", ".local", ".cache", ".cargo", ".rustup", ".npm", ".node_modules", ".yarn", ".pnpm-store", ".m2",
     ".gradle", ".ivy2", ".sbt", ".gem", ".bundle", ".pyenv", ".conda", ".nvm", ".deno", ".bun", ".ipython",
-    ".jupyter", ".julia", ".R", ".pip", ".uv",
+    ".jupyter", ".julia", ".R", ".pip", ".uv", ".ssh", ".gnupg", ".aws", ".docker", ".kube", ".subversion",
 })
 """Dot-directories where tools keep settings, caches and managed interpreters, protected in every
 home the image names (all dot-entries of ``/root`` and ``/home/*`` are)."""
@@ -112,10 +116,32 @@ SERVICE_DIRS = ("/etc/init.d", "/etc/default", "/etc/rcS.d", *(f"/etc/rc{n}.d" f
 """Scripts tests start services with (``service x start``, ``/etc/init.d/x start``) and the
 shell fragments they source: the image's own are not replaced by the agent's."""
 
-_CODE_COMPONENT = re.compile(r"^(site-packages|dist-packages|node_modules|.+\.dist-info|.+\.egg-info|.+\.egg-link)$")
+_CODE_COMPONENT = re.compile(r"^(site-packages|dist-packages|node_modules|.+\.dist-info|.+\.egg-info|.+\.egg-link|"
+                             r"egg-info|.+\.egg)$", re.IGNORECASE)
 """Installed code and its metadata: a ``*.dist-info`` next to what the tests import (the
 working directory, ``PYTHONPATH``) registers entry points, and pytest loads every ``pytest11``
-plugin it finds there."""
+plugin it finds there. Matched as the import system's metadata finder matches them: in any case
+(``EVIL-1.0.DIST-INFO``), and an egg's ``EGG-INFO``."""
+_BYTECODE = (".pyc", ".pyo")
+"""Compiled Python: the verifier's interpreter compiles the carried sources itself. A carried
+``.pyc`` would run code its source does not show (a sourceless module, or a ``__pycache__`` entry
+that wins over its source)."""
+_MODULE_FILE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)*\.(py|pyc|pyo|so)$")
+
+
+def module_name(path: str) -> str | None:
+    """The top-level module name a Python file provides from its own directory (an ``__init__``
+    file, in any of the suffixes the import system loads: its package's name), or None when it
+    is not a module file."""
+    parts = PurePosixPath(path).parts
+    found = _MODULE_FILE.match(parts[-1]) if parts else None
+    if not found:
+        return None
+    stem = found.group(1)
+    if stem == "__init__":
+        parent = parts[-2] if len(parts) >= 2 else ""
+        return parent if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", parent) else None
+    return stem
 _PY_STDLIB = re.compile(r"^python[0-9.]*$")
 _STARTUP_FILES = ("sitecustomize.py", "usercustomize.py", "pyvenv.cfg")
 _BIN_DIRS = ("bin", "sbin")
@@ -254,21 +280,15 @@ class SealPolicy:
         name = parts[-1]
         if name in _STARTUP_FILES or name.endswith(".pth"):
             return f"{name} runs or configures code at interpreter start"
+        if name.endswith(_BYTECODE) and is_dir is not True:
+            return "compiled Python bytecode (the verifier compiles the sources)"
         if is_dir is not True and self._shadows(parts):
             return "a module named like the standard library or an installed package (it would shadow it)"
         return None
 
     def _shadows(self, parts: tuple[str, ...]) -> bool:
-        name = parts[-1]
-        if name == "__init__.py" and len(parts) >= 2:
-            module = parts[-2]
-        elif name.endswith((".py", ".pyc")):
-            module = name.rsplit(".", 1)[0]
-        elif name.endswith(".so"):
-            module = name.split(".", 1)[0]
-        else:
-            return False
-        return module in self.shadow or _shadow_prefix(module)
+        module = module_name("/" + "/".join(parts))
+        return module is not None and (module in self.shadow or _shadow_prefix(module))
 
     def _home_dot_entry(self, path: str, parts: tuple[str, ...]) -> bool:
         if _home_dot_entry(parts):

@@ -1,7 +1,8 @@
 """Hostile solutions that try to earn a reward without doing the work (``aes sandbox selftest``).
 
-Each attack runs as a task's reference solution in a task whose tests pay 1 only for ``42`` in
-``/app/answer.txt``, which no attack writes: any reward of 1 means the verifier was fooled, and
+Each attack is typed in the agent's container (:class:`~aes.sandbox.attack_kit.AttackAgent`) of a
+task whose tests pay 1 only for ``42`` in ``/app/answer.txt`` (its reference solution writes it,
+no attack does): any reward of 1 means the verifier was fooled, and
 an outcome that carries no reward for a finished attempt (``sandbox_error``) means a 0 was
 dodged. Attacks are grouped by the class of weakness they probe; some come with the task
 variant they need (a hostile Dockerfile, or a test.sh that runs from ``/app``). Every variant
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from aes.sandbox.attack_kit import (  # noqa: F401 - re-exported: the catalogue's task and its variants
     Attack,
+    AttackAgent,
     DOCKERFILE,
     FAKE_INICONFIG,
     FORGER,
@@ -41,7 +43,8 @@ from aes.sandbox.attack_kit import (  # noqa: F401 - re-exported: the catalogue'
     py_writer,
     task_for,
 )
-from aes.sandbox.trial import INFRASTRUCTURE, OracleAgent, TrialRunner
+from aes.sandbox.selftest_loaders import LOADER_ATTACKS
+from aes.sandbox.trial import INFRASTRUCTURE, TrialRunner
 from aes.tasks import load_task
 
 
@@ -180,6 +183,7 @@ CATALOGUE = [
            dockerfile=DOCKERFILE + "RUN useradd -m u && chown u /app\nUSER u\n", test_sh=TEST_SH_SCRATCH),
     Attack("answer_is_a_fifo", "aliasing", "rm -f /app/answer.txt; mkfifo /app/answer.txt\n"),
 ]
+CATALOGUE += LOADER_ATTACKS
 ATTACKS = {attack.name: attack for attack in CATALOGUE}
 
 
@@ -203,6 +207,6 @@ def run_attacks(runner: TrialRunner, names: list[str] | None = None) -> list[Att
     with tempfile.TemporaryDirectory(prefix="aes-selftest-") as tmp:
         for name in names or sorted(ATTACKS):
             attack = ATTACKS[name]
-            result = runner.run(load_task(task_for(Path(tmp), attack)), OracleAgent())
+            result = runner.run(load_task(task_for(Path(tmp), attack)), AttackAgent(attack))
             out.append(AttackResult(name, attack.weakness, held(result), result.reward, result.outcome.value))
     return out

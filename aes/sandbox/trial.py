@@ -76,10 +76,16 @@ class Outcome(str, Enum):
     """The Docker engine refused or failed (infrastructure)."""
     INFRA_ERROR = "infra_error"
     """Something the agent depends on failed (e.g. its model server is unreachable)."""
+    # -- the tamper audit (aes/sandbox/audit.py) --
+    TAMPERED = "tampered"
+    """The tamper audit saw the verifier run one of the agent's carried files as code where the
+    reference solution's verification ran none, or touch a start-up or loader path: no reward
+    (a solver attempt scores 0), the paths in ``detail``."""
 
 
 AGENT_BROKE = frozenset({Outcome.VERIFIER_TIMEOUT, Outcome.NO_REWARD_FILE, Outcome.BAD_REWARD_FILE,
-                         Outcome.CONTAINER_DIED, Outcome.STORAGE_EXCEEDED, Outcome.CARRY_FAILED})
+                         Outcome.CONTAINER_DIED, Outcome.STORAGE_EXCEEDED, Outcome.CARRY_FAILED,
+                         Outcome.TAMPERED})
 """Outcomes of a task that passed admission which only what the agent did can cause: in a
 solver attempt they score 0, so breaking the verifier never escapes a low reward."""
 INFRASTRUCTURE = frozenset({Outcome.SANDBOX_ERROR, Outcome.INFRA_ERROR})
@@ -341,8 +347,19 @@ class TrialRunner:
         if problem:
             result.outcome, result.detail = Outcome.CARRY_FAILED, problem
             return
-        self._run_tests(verifier, task, result, self.verifier.command(), user=user, workdir="/tests",
-                        env=self.verifier.env(task, home))
+        # the tamper audit watches the verifier's file system while the tests run (aes/sandbox/audit.py)
+        with self.verifier.audit(verifier, image, user, carry) as watch:
+            self._run_tests(verifier, task, result, self.verifier.command(), user=user, workdir="/tests",
+                            env=self.verifier.env(task, home, image, user))
+        result.agent_info["audit"] = watch.record.to_dict()
+        result.timings["audit"] = watch.record.seconds
+        if result.outcome in (Outcome.OK, Outcome.AGENT_TIMEOUT):
+            reasons = self.verifier.tampering(task, image, watch.record, result.agent == OracleAgent.name,
+                                              lambda: self._run_once(task, OracleAgent(), image))
+            if reasons:
+                result.outcome, result.reward, result.rewards = Outcome.TAMPERED, None, {}
+                result.detail = (f"the tamper audit saw the tests run the agent's files ({len(reasons)}): "
+                                 + "; ".join(reasons[:8]))
 
     def _verify_in_place(self, container: Container, task: Task, result: TrialResult) -> None:
         """Harbor's semantics: stale rewards removed, tests uploaded, test.sh run in the agent's container."""
