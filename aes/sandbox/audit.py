@@ -44,13 +44,15 @@ from dataclasses import asdict, dataclass, field
 
 from aes.sandbox.seal import module_name
 
-FAN_CLOEXEC, FAN_NONBLOCK, FAN_CLASS_NOTIF, FAN_UNLIMITED_QUEUE = 0x1, 0x2, 0x0, 0x10
-FAN_MARK_ADD, FAN_MARK_FILESYSTEM = 0x1, 0x100
-FAN_OPEN, FAN_OPEN_EXEC, FAN_Q_OVERFLOW = 0x20, 0x1000, 0x4000
-_AT_FDCWD = -100
+FAN_CLOEXEC, FAN_NONBLOCK, FAN_CLASS_CONTENT = 0x1, 0x2, 0x4
+FAN_UNLIMITED_QUEUE, FAN_UNLIMITED_MARKS = 0x10, 0x20
+FAN_MARK_ADD, FAN_MARK_DONT_FOLLOW = 0x1, 0x4
+FAN_OPEN_PERM, FAN_OPEN_EXEC_PERM, FAN_Q_OVERFLOW = 0x10000, 0x40000, 0x4000
+FAN_ALLOW = 0x1
 _EVENT = struct.Struct("IBBHQiI")
 """struct fanotify_event_metadata: event_len, vers, reserved, metadata_len, mask, fd, pid."""
-_METADATA_VERSION = 3
+_RESPONSE = struct.Struct("iI")
+"""struct fanotify_response: fd, response."""
 
 PYTHON = re.compile(r"^(python|pypy)[0-9.]*m?$")
 INTERPRETERS = (
@@ -99,9 +101,9 @@ class AuditRecord:
     startup: list[Load] = field(default_factory=list)
     """Carried files touched as start-up or loader paths."""
     opened: int = 0
-    """Opens of carried files of any kind (reads of data included)."""
+    """Carried files opened in any way (reads of data included)."""
     events: int = 0
-    """File opens seen in the container, the image's own files included."""
+    """Opens of carried files seen."""
     seconds: float = 0.0
     """The audit's own cost: setting the watch up, reading the events, taking it down."""
 
@@ -177,9 +179,13 @@ class Classifier:
 
 
 class Watch:
-    """fanotify on one container's overlay file system (``merged``: its mount point on this host;
-    None: it cannot be watched, ``note`` says why), recording opens of the ``carried`` paths while
-    it is entered."""
+    """fanotify marks on the ``carried`` files of one container's overlay file system (``merged``:
+    its mount point on this host; None: it cannot be watched, ``note`` says why), recording their
+    opens while it is entered.
+
+    The marks ask for permission events: the process that opens a carried file waits until aes
+    has read which program it runs (``/proc/PID/exe``) and allowed the open, so even a process
+    that ends at once is named. Every open is allowed; the verdict comes after the tests."""
 
     def __init__(self, merged: str | None, carried: frozenset[str], classifier: Classifier | None = None,
                  note: str = ""):
@@ -190,6 +196,7 @@ class Watch:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._seen: set[tuple[str, str]] = set()
+        self._opened: set[str] = set()
         self._busy = 0.0
 
     def __enter__(self) -> "Watch":
@@ -211,10 +218,11 @@ class Watch:
             self._thread.join()
         if self._fd >= 0:
             self._drain()
-            os.close(self._fd)
+            os.close(self._fd)  # any open still waiting is allowed by the kernel
             self._fd = -1
         self._busy += time.monotonic() - clock
         self.record.seconds = round(self._busy, 4)
+        self.record.opened = len(self._opened)
 
     def _open(self) -> str | None:
         if self.merged is None:
@@ -222,18 +230,48 @@ class Watch:
         libc = _libc()
         if libc is None:
             return "fanotify is not available here (Linux only)"
-        fd = libc.fanotify_init(FAN_CLOEXEC | FAN_NONBLOCK | FAN_CLASS_NOTIF | FAN_UNLIMITED_QUEUE,
-                                os.O_RDONLY | os.O_LARGEFILE | os.O_CLOEXEC)
+        fd = libc.fanotify_init(FAN_CLOEXEC | FAN_NONBLOCK | FAN_CLASS_CONTENT | FAN_UNLIMITED_QUEUE
+                                | FAN_UNLIMITED_MARKS, os.O_RDONLY | os.O_LARGEFILE | os.O_CLOEXEC)
         if fd < 0:
             err = ctypes.get_errno()
             return (f"fanotify_init failed ({os.strerror(err)}): the audit needs root (CAP_SYS_ADMIN) on the "
-                    "engine's host")
-        if libc.fanotify_mark(fd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, FAN_OPEN | FAN_OPEN_EXEC, _AT_FDCWD,
-                              self.merged.encode()) < 0:
-            err = ctypes.get_errno()
-            os.close(fd)
-            return f"fanotify_mark on the verifier's file system failed ({os.strerror(err)})"
+                    "engine's host and a kernel with fanotify permission events")
         self._fd = fd
+        problem = self._mark(libc)
+        if problem:
+            os.close(fd)
+            self._fd = -1
+        return problem
+
+    def _mark(self, libc) -> str | None:
+        """Mark every carried file, its parent directories opened without following a symlink."""
+        from aes.sandbox.carry import SafeTree
+
+        tree = SafeTree(self.merged)
+        by_parent: dict[str, list[str]] = {}
+        for path in self.carried:
+            parent, name = posixpath.split(path)
+            by_parent.setdefault(parent, []).append(name)
+        missed = 0
+        for parent, names in by_parent.items():
+            try:
+                dfd, _ = tree._parent_fd(posixpath.join(parent, names[0]))
+            except OSError:
+                missed += len(names)
+                continue
+            try:
+                for name in names:
+                    if libc.fanotify_mark(self._fd, FAN_MARK_ADD | FAN_MARK_DONT_FOLLOW, FAN_OPEN_PERM
+                                          | FAN_OPEN_EXEC_PERM, dfd, name.encode("utf-8", "surrogateescape")) < 0:
+                        err = ctypes.get_errno()
+                        if err == errno.ENOENT:
+                            missed += 1
+                            continue
+                        return f"fanotify_mark on a carried file failed ({os.strerror(err)})"
+            finally:
+                os.close(dfd)
+        if missed:
+            self.record.note = f"{missed} carried file(s) were gone from the verifier's file system before the tests"
         return None
 
     def _read_loop(self) -> None:
@@ -264,13 +302,17 @@ class Watch:
             while offset + _EVENT.size <= len(buf):
                 length, version, _, _, mask, fd, pid = _EVENT.unpack_from(buf, offset)
                 offset += max(length, _EVENT.size)
-                if version != _METADATA_VERSION:
-                    self.record.note = f"unexpected fanotify metadata version {version}"
                 if mask & FAN_Q_OVERFLOW:
                     self.record.note = "the kernel's event queue overflowed: some opens were not seen"
-                if fd >= 0:
+                if fd < 0:
+                    continue
+                try:
+                    self._event(mask, fd, pid)
+                except Exception as exc:  # noqa: BLE001 - the open must be answered whatever happened
+                    self.record.note = f"an event could not be read: {exc!r}"
+                finally:
                     try:
-                        self._event(mask, fd, pid)
+                        os.write(self._fd, _RESPONSE.pack(fd, FAN_ALLOW))
                     finally:
                         os.close(fd)
 
@@ -280,16 +322,14 @@ class Watch:
             path = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             return
-        if path not in self.carried:
-            return
-        self.record.opened += 1
+        self._opened.add(path)
         program = _program(pid)
-        if mask & FAN_OPEN_EXEC:
+        if mask & FAN_OPEN_EXEC_PERM:
             self._add(self.record.code, Load(path, "executed", program))
         why = self.classifier.startup(path, program)
         if why:
             self._add(self.record.startup, Load(path, "start-up or loader path", program, why))
-        elif not mask & FAN_OPEN_EXEC:
+        elif not mask & FAN_OPEN_EXEC_PERM:
             head = b""
             try:
                 head = os.pread(fd, 2, 0)

@@ -80,6 +80,8 @@ class Carry:
     method: str = ""
     paths: set[str] = field(default_factory=set)
     """The regular files carried (what the tamper audit watches)."""
+    shadow: frozenset[str] = frozenset()
+    """Module names a carried file was not allowed to take (the audit treats loading one as a shadow)."""
 
     def skip(self, why: str, path: str) -> None:
         self.skipped[why] += 1

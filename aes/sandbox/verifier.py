@@ -328,11 +328,14 @@ class SealedVerifier:
         transforms = {accounts.PASSWD: passwd} if facts.passwd else {}
         if layer is not None:
             upper, merged, engine_files = layer
-            return carry_from_host(upper, merged, policy, existed, self.cfg.max_carry_entries, limit,
-                                   engine_files=engine_files, scratch_owner=owner, transforms=transforms,
-                                   max_seconds=self.cfg.max_carry_sec)
-        return carry_from_api(agent, policy, existed, self.cfg.max_carry_entries, limit, scratch_owner=owner,
-                              transforms=transforms, max_seconds=self.cfg.max_carry_sec)
+            carry = carry_from_host(upper, merged, policy, existed, self.cfg.max_carry_entries, limit,
+                                    engine_files=engine_files, scratch_owner=owner, transforms=transforms,
+                                    max_seconds=self.cfg.max_carry_sec)
+        else:
+            carry = carry_from_api(agent, policy, existed, self.cfg.max_carry_entries, limit, scratch_owner=owner,
+                                   transforms=transforms, max_seconds=self.cfg.max_carry_sec)
+        carry.shadow = policy.shadow
+        return carry
 
     def prepare(self, pristine: Container, task, carry: Carry) -> str | None:
         """Write the carried changes, then fresh log dirs and the tests; an error message or None."""
@@ -369,11 +372,8 @@ class SealedVerifier:
         if layer is None:
             return Watch(None, frozenset(), note="the verifier's file system is not mounted on this host (a remote "
                                                  "or rootless engine, or another storage driver): only the seal holds")
-        facts = self.facts(image)
-        start = facts.python.get(user, PythonStart())
-        reserved = frozenset(n for n, where in (facts.modules or {}).items() if where == "-" or where.startswith(
-            ("/usr/", "/lib")))
-        return Watch(layer[1], frozenset(carry.paths), Classifier(start.modules, reserved))
+        start = self.facts(image).python.get(user, PythonStart())
+        return Watch(layer[1], frozenset(carry.paths), Classifier(start.modules, carry.shadow))
 
     def tampering(self, task, image: str, record: AuditRecord, is_reference: bool, run_reference) -> list[str]:
         """Why an attempt whose verification ``record`` describes tampered (empty: it did not).
