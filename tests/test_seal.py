@@ -434,3 +434,142 @@ def test_links_to_data_directories_stay_links(tmp_path):
     for dropped in ("app/scratch", "app/sys", "app/root"):
         assert dropped not in members, dropped
     assert carry.links == 1 and "1 directory link(s)" in carry.summary()
+
+
+# -- issue 23 classes 1-4: what loads code from the agent's data --------------------------------------
+@pytest.mark.parametrize("path, why", [
+    ("/app/usercustomize/__init__.py", "shadow"),  # a start-up hook as a package (its name is reserved)
+    ("/app/pytest/__init__.pyc", "bytecode"),  # a shadowing package in bytecode only
+    ("/app/x.pyc", "bytecode"), ("/app/__pycache__/solver.cpython-312.pyc", "bytecode"),
+    ("/app/pytest.cpython-311-x86_64-linux-gnu.so", "shadow"),
+    ("/app/EVIL-1.0.DIST-INFO/entry_points.txt", "installed code"),  # the metadata finder ignores case
+    ("/app/Evil-1.0.Egg-Info/entry_points.txt", "installed code"),
+    ("/app/evil.egg/EGG-INFO/entry_points.txt", "installed code"),
+    ("/etc/login.defs", "configures"), ("/etc/default/locale", "configures"), ("/etc/skel/.bashrc", "configures"),
+    ("/app/h/.ssh/config", "home"),
+])
+def test_loaders_see_through_spellings_and_layouts(path, why):
+    policy = SealPolicy({}, homes=("/app/h",), shadow=frozenset({"usercustomize", "pytest"}))
+    reason = policy.deny_reason(path, is_dir=False)
+    assert reason is not None and why in reason.lower(), reason
+
+
+def test_module_names_follow_the_import_system():
+    from aes.sandbox.seal import module_name
+
+    assert module_name("/app/pkg/__init__.cpython-311-x86_64-linux-gnu.so") == "pkg"
+    assert module_name("/app/json.py") == "json" and module_name("/app/pkg/__init__.pyc") == "pkg"
+    assert module_name("/app/data.csv") is None and module_name("/app/my-pkg/__init__.py") is None
+
+
+def test_relative_path_entries_are_dropped():
+    from aes.sandbox.verifier import absolute_path
+
+    assert absolute_path(":/usr/bin:bin:.:/bin::node_modules/.bin") == "/usr/bin:/bin"
+    assert cleared_env({"PATH": "bin:/usr/bin"}) == {"PATH": "/usr/bin"}
+    assert "PATH" not in cleared_env({"PATH": "/usr/local/bin:/usr/bin"})
+
+
+def test_the_python_start_up_probe_is_read():
+    from aes.sandbox.verifier import startup_facts
+
+    output = ("AES-USER-SITE 0\nAES-PATH /app\nAES-PATH /usr/lib/python3.11\n"
+              "# trying /app/sitecustomize.py\n# trying /usr/lib/python3.11/apport_python_hook.so\n"
+              "# trying /usr/lib/python3.11/encodings/aliases.py\n# trying /usr/lib/python3.11/site_local/__init__.py\n")
+    facts = startup_facts(output)
+    assert facts.modules == {"sitecustomize", "apport_python_hook", "site_local"} and not facts.user_site
+
+
+def test_the_account_database_keeps_the_pristine_ids_and_programs():
+    from aes.sandbox.accounts import homes, merge_passwd
+
+    pristine = "root:x:0:0:root:/root:/bin/bash\ntester:x:1000:1000::/home/tester:/bin/bash\n"
+    agent = ("root:x:0:0:root:/app/h:/app/sh\ntester:x:0:0:Tess:/srv/t:/usr/bin/zsh\n"
+             "tester:x:1000:1000::/home/tester:/app/sh\ndeploy:x:1001:1001::/srv/deploy:/bin/sh\n"
+             "evil:x:1002:1002::/home/evil:/app/sh\n+::::::\nbroken:x:1003\n")
+    safe = {"/bin/bash", "/bin/sh", "/usr/bin/zsh"}.__contains__
+    text, notes = merge_passwd(pristine, agent, safe)
+    assert text.splitlines() == ["root:x:0:0:root:/app/h:/bin/bash",  # the home may move, the shell not to /app
+                                 "tester:x:1000:1000:Tess:/srv/t:/usr/bin/zsh",  # ids kept, an image shell allowed
+                                 "deploy:x:1001:1001::/srv/deploy:/bin/sh"]
+    assert len(notes) == 3 and homes(agent) == ("/app/h", "/srv/t", "/srv/deploy", "/home/evil")
+    assert merge_passwd(pristine, "", safe)[0] == "root:x:0:0:root:/root:/bin/bash\n"  # root cannot go
+
+
+def test_the_audit_sorts_what_it_sees():
+    from aes.sandbox.audit import AuditRecord, Classifier, Load, code_load, judge, loader_path
+
+    assert code_load("/app/m.py", "/usr/bin/python3.11", b"") and code_load("/app/lib.so.1", "/usr/bin/cat", b"")
+    assert code_load("/app/run", "/bin/bash", b"#!") and not code_load("/app/run", "/usr/bin/git", b"#!")
+    assert not code_load("/app/m.py", "/usr/bin/cat", b"") and not code_load("/app/answer.txt", "/usr/bin/python3", b"")
+    assert code_load("/app/m.py", "?", b"")  # the opener had gone: as any interpreter would
+    assert loader_path("/app/X-1.DIST-INFO/entry_points.txt") and loader_path("/app/a.pth")
+    assert loader_path("/app/a.egg/EGG-INFO/entry_points.txt") and not loader_path("/app/data/info.txt")
+    classify = Classifier(frozenset({"site_local"}), frozenset({"json"}))
+    assert "start-up" in classify.startup("/app/site_local.py", "/usr/bin/python3")
+    assert "shadows" in classify.startup("/app/json/__init__.py", "/usr/bin/python3")
+    assert classify.startup("/app/site_local.py", "/usr/bin/cat") is None
+    code = AuditRecord(watched=True, code=[Load("/app/org/__init__.py", "loaded as code", "/usr/bin/python3")])
+    data = AuditRecord(watched=True)
+    assert judge(code, data) and not judge(code, code) and not judge(data, data)
+    assert not judge(code, AuditRecord(watched=False))  # nothing to compare with
+    touched = AuditRecord(watched=True, startup=[Load("/app/a.pth", "start-up or loader path", "python3", "x")])
+    assert judge(touched, touched)  # a start-up path is never the work, whatever the reference did
+    assert AuditRecord.from_dict(code.to_dict()) == code
+
+
+def test_the_audit_names_what_a_process_runs_from_the_carried_files(tmp_path):
+    """The watch on this host's file system: a program run, a module imported, a script sourced and
+    a data file read, each named with the program that opened it (processes that end at once too)."""
+    import subprocess
+    import sys
+
+    from aes.sandbox.audit import Watch
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text("X = 1\n")
+    (tmp_path / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    os.chmod(tmp_path / "run.sh", 0o755)
+    (tmp_path / "answer.txt").write_text("42\n")
+    (tmp_path / "untouched.py").write_text("")
+    carried = frozenset(f"/{p}" for p in ("pkg/mod.py", "run.sh", "answer.txt", "untouched.py"))
+    with Watch(str(tmp_path), carried) as watch:
+        if not watch.record.watched:
+            pytest.skip(f"no fanotify here: {watch.record.note}")
+        subprocess.run([str(tmp_path / "run.sh")], check=True, capture_output=True)
+        subprocess.run(["cat", str(tmp_path / "answer.txt")], check=True, capture_output=True)
+        subprocess.run([sys.executable, "-c", "import mod"], cwd=tmp_path / "pkg", check=True, env={"PATH": "/usr/bin"})
+    record = watch.record
+    how = {(load.path, load.how) for load in record.code}
+    # the tree is watched at its own paths: the fd's path is the host path
+    assert (f"{tmp_path}/run.sh", "executed") in how and (f"{tmp_path}/pkg/mod.py", "loaded as code") in how
+    assert not any(load.path.endswith("answer.txt") for load in record.code)
+    assert record.opened >= 3 and record.seconds > 0
+    assert all(load.program != "?" for load in record.code)
+
+
+def test_the_carry_is_bounded_in_time_and_in_paths_looked_at(tmp_path):
+    """Entries not carried count too (four times the entry limit), and the clock is read as it goes:
+    a tree of many denied paths, or a slow read, ends with a CarryError, not an endless walk."""
+    upper, merged = tmp_path / "upper", tmp_path / "merged"
+    for base in (upper, merged):
+        (base / "usr" / "lib" / "many").mkdir(parents=True)
+        (base / "app").mkdir()
+        for i in range(500):
+            (base / "usr" / "lib" / "many" / f"f{i}").write_text("x")
+        for i in range(50):
+            (base / "app" / f"g{i}").write_text("y")
+    with pytest.raises(CarryError, match=r"counting those not carried"):
+        carry_from_host(str(upper), str(merged), SealPolicy({}), lambda p: False, 100, 1 << 20)
+    with pytest.raises(CarryError, match="max_carry_sec"):
+        carry_from_host(str(upper), str(merged), SealPolicy({}), lambda p: False, 10000, 1 << 20, max_seconds=0.0)
+    carry = carry_from_host(str(upper), str(merged), SealPolicy({}), lambda p: False, 10000, 1 << 20)
+    assert carry.files == 50 and len(carry.paths) == 50 and carry.skipped
+
+
+def test_descendants_of_fetched_paths_are_found_by_their_ancestors():
+    from aes.sandbox.carry import _below
+
+    done = {"/app/many", "/srv"}
+    assert _below("/app/many/x/y", done) and _below("/srv/a", done)
+    assert not _below("/app/many", done) and not _below("/app/manyx/y", done) and not _below("/", done)

@@ -357,6 +357,7 @@ class TrialRunner:
             reasons = self.verifier.tampering(task, image, watch.record, result.agent == OracleAgent.name,
                                               lambda: self._run_once(task, OracleAgent(), image))
             if reasons:
+                result.agent_info["audit"]["tests_reward"] = result.reward  # what the tests wrote, for the record
                 result.outcome, result.reward, result.rewards = Outcome.TAMPERED, None, {}
                 result.detail = (f"the tamper audit saw the tests run the agent's files ({len(reasons)}): "
                                  + "; ".join(reasons[:8]))
