@@ -200,6 +200,19 @@ def test_changes_too_large_to_carry_end_the_attempt(runner, tmp_path, cfg, sandb
     assert result.outcome is Outcome.STORAGE_EXCEEDED and "max_carry_entries" in result.detail
 
 
+@pytest.mark.parametrize("path", ["overlay", "engine API"])
+def test_a_carry_that_takes_too_long_ends_the_attempt(cfg, sandbox, tmp_path, path, monkeypatch):
+    """sandbox.max_carry_sec bounds reading the agent's changes on both paths (here 0.01 s for 3000
+    files; benchmarks/reliability.py measures a 200k-entry carry at the default)."""
+    if path == "engine API":
+        monkeypatch.setattr("aes.sandbox.verifier.host_layer", _verifier_only)
+    slow = TrialRunner(dataclasses.replace(cfg.sandbox, max_carry_sec=0.01), sandbox)
+    solve = ("mkdir -p /app/many /app/many2; for i in $(seq 1500); do echo $i > /app/many/f$i; echo $i > /app/many2/f$i;"
+             " done; echo 42 > /app/answer.txt\n")
+    result = slow.run(load_task(make_task(tmp_path, solve=solve)), OracleAgent())
+    assert result.outcome is Outcome.STORAGE_EXCEEDED and "max_carry_sec" in result.detail, result.detail
+
+
 def test_memory_hog_is_killed_inside_its_limit(runner, tmp_path):
     toml = '[environment]\nmemory_mb = 256\nnetwork_mode = "no-network"\n'
     solve = "python3 -c 'x = bytearray(2 * 1024**3); print(len(x))'; echo survived-$?\n"

@@ -124,7 +124,7 @@ class _Writer:
         self.scratch_owner = scratch_owner
         self.transforms = transforms or {}
         self.buf = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
-        self.tar = tarfile.open(fileobj=self.buf, mode="w", format=tarfile.PAX_FORMAT)
+        self.tar = tarfile.open(fileobj=self.buf, mode="w", format=tarfile.GNU_FORMAT)
         self.entries = self.files = self.bytes = 0
         self.seen: set[str] = set()
 

@@ -56,6 +56,7 @@ directories and special files are dropped.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import sys
 from pathlib import PurePosixPath
@@ -133,7 +134,7 @@ def module_name(path: str) -> str | None:
     """The top-level module name a Python file provides from its own directory (an ``__init__``
     file, in any of the suffixes the import system loads: its package's name), or None when it
     is not a module file."""
-    parts = PurePosixPath(path).parts
+    parts = [p for p in path.split("/") if p]
     found = _MODULE_FILE.match(parts[-1]) if parts else None
     if not found:
         return None
@@ -147,6 +148,14 @@ _STARTUP_FILES = ("sitecustomize.py", "usercustomize.py", "pyvenv.cfg")
 _BIN_DIRS = ("bin", "sbin")
 _HOME_PARENTS = ("/home",)
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def _clean(path: str) -> str:
+    """``path`` absolute, without empty or ``.`` components (``..`` kept, as ``PurePosixPath`` does)."""
+    path = "/" + path.lstrip("/")
+    if "//" in path or "/./" in path or path.endswith(("/", "/.")):
+        return str(PurePosixPath(path))
+    return path
 
 
 def _under(path: str, root: str) -> bool:
@@ -236,7 +245,7 @@ class SealPolicy:
     def deny_reason(self, path: str, is_dir: bool | None = None) -> str | None:
         """Why a change at absolute ``path`` is not carried (None: it is carried); ``is_dir``:
         whether the changed entry is a directory (None: unknown, e.g. a deletion)."""
-        path = str(PurePosixPath("/" + path.lstrip("/")))
+        path = _clean(path)
         if path == "/":
             return "the root directory itself"
         for root in OWN_ROOTS:
@@ -254,7 +263,7 @@ class SealPolicy:
         for root in self.prefixes:
             if _under(path, root):
                 return f"{root} is the install prefix of an interpreter the tests run"
-        parts = PurePosixPath(path).parts[1:]
+        parts = tuple(path.split("/")[1:])
         if len(parts) == 1:
             name = parts[0]
             if name.startswith("."):
@@ -294,7 +303,7 @@ class SealPolicy:
         if _home_dot_entry(parts):
             return True
         for home in self.homes:
-            if path != home and _under(path, home) and PurePosixPath(path).relative_to(home).parts[0] in HOME_TOOL_DIRS:
+            if path != home and _under(path, home) and path[len(home.rstrip("/")) + 1:].split("/")[0] in HOME_TOOL_DIRS:
                 return True
         return False
 
@@ -302,8 +311,8 @@ class SealPolicy:
         """``path`` lies directly in a ``bin``/``sbin`` directory or a service-script directory: if
         the image had it, it is a tool tests may call by absolute path (a venv's ``python``, an
         init script), and it is not carried."""
-        parent = PurePosixPath(path).parent
-        return parent.name in _BIN_DIRS or str(parent) in SERVICE_DIRS
+        parent = posixpath.dirname(path)
+        return posixpath.basename(parent) in _BIN_DIRS or parent in SERVICE_DIRS
 
     MODIFIED_TOOL = "the image's own tools in bin and service-script directories"
 
@@ -325,7 +334,7 @@ class SealPolicy:
         prefix = path.rstrip("/") + "/"
         if any(root.startswith(prefix) for root in roots):
             return True
-        parts = PurePosixPath(path).parts[1:]
+        parts = tuple(p for p in path.split("/") if p)
         return parts in (("home",),) or (len(parts) == 2 and parts[0] == "home")
 
 
