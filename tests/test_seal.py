@@ -573,3 +573,20 @@ def test_descendants_of_fetched_paths_are_found_by_their_ancestors():
     done = {"/app/many", "/srv"}
     assert _below("/app/many/x/y", done) and _below("/srv/a", done)
     assert not _below("/app/many", done) and not _below("/app/manyx/y", done) and not _below("/", done)
+
+
+def test_tampered_attempts_are_counted_in_the_report(tmp_path):
+    import json
+
+    from aes.paths import RunPaths
+    from aes.report.html import render
+    from aes.report.rundata import RunData
+    from aes.rollout.index import AttemptRecord, IndexRow
+
+    records = [AttemptRecord("e1", "s", k, 0.0, "tampered", failure="trial tampered") for k in range(2)]
+    records.append(AttemptRecord("e1", "s", 2, 1.0, "ok"))
+    index = RunPaths(tmp_path).index
+    index.parent.mkdir(parents=True)
+    index.write_text(json.dumps(IndexRow.from_attempts("e1", "t", "s", records).to_dict()) + "\n")
+    data = RunData(tmp_path)
+    assert data.tampered == 2 and "2 solver attempts ended tampered" in render(data, "run")
