@@ -590,3 +590,35 @@ def test_tampered_attempts_are_counted_in_the_report(tmp_path):
     index.write_text(json.dumps(IndexRow.from_attempts("e1", "t", "s", records).to_dict()) + "\n")
     data = RunData(tmp_path)
     assert data.tampered == 2 and "2 solver attempts ended tampered" in render(data, "run")
+
+
+def test_the_reference_audit_is_kept_and_an_infrastructure_loss_is_not(tmp_path):
+    from types import SimpleNamespace
+
+    from aes.errors import InfrastructureError
+    from aes.sandbox.audit import AuditRecord, Load
+    from aes.sandbox.trial import INFRASTRUCTURE, Outcome
+    from aes.sandbox.verifier import INFRASTRUCTURE_OUTCOMES, SealedVerifier
+
+    assert set(INFRASTRUCTURE_OUTCOMES) == {o.value for o in INFRASTRUCTURE}
+    task = SimpleNamespace(path=tmp_path, name="t")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test.sh").write_text("true\n")
+    verifier = SealedVerifier(SimpleNamespace(cfg=None), cfg=SimpleNamespace())
+    code = AuditRecord(watched=True, code=[Load("/app/x.py", "loaded as code", "/usr/bin/python3")])
+    runs = []
+
+    def reference(outcome, audit):
+        def run():
+            runs.append(outcome)
+            return SimpleNamespace(outcome=outcome, reward=None if outcome in INFRASTRUCTURE else 1.0, detail="",
+                                   agent_info={"audit": audit.to_dict()} if audit else {})
+        return run
+
+    with pytest.raises(InfrastructureError):
+        verifier.tampering(task, "img", code, False, reference(Outcome.SANDBOX_ERROR, None))
+    assert verifier.tampering(task, "img", code, False, reference(Outcome.OK, AuditRecord(watched=True)))
+    assert verifier.tampering(task, "img", code, False, reference(Outcome.OK, code))  # kept: not run again
+    assert runs == [Outcome.SANDBOX_ERROR, Outcome.OK]
+    assert not verifier.tampering(task, "other", code, True, reference(Outcome.OK, None))  # the reference itself
+    assert not verifier.tampering(task, "other", code, False, reference(Outcome.OK, None))  # judged by its own record

@@ -103,7 +103,13 @@ import when present), its import path, and whether the user's site directory exi
 
 
 class VerifierError(InfrastructureError):
-    """The verifier's container could not be started: not a reward."""
+    """The verifier's container could not be started (or the reference's verification could not be
+    audited for want of the infrastructure): not a reward."""
+
+
+INFRASTRUCTURE_OUTCOMES = ("sandbox_error", "infra_error")
+"""Trial outcomes of an infrastructure failure (:data:`aes.sandbox.trial.INFRASTRUCTURE`, by value:
+that module imports this one)."""
 
 
 @dataclass
@@ -402,6 +408,9 @@ class SealedVerifier:
                 if key in self._references:
                     return self._references[key]
             result = run_reference()
+            if result.outcome.value in INFRASTRUCTURE_OUTCOMES:
+                raise VerifierError(f"the reference solution's trial, run to audit its verification, was lost to "
+                                    f"the infrastructure ({result.outcome.value}: {result.detail[:300]})")
             audit = result.agent_info.get("audit")
             if result.reward is None or not audit:
                 log.warning("%s: the reference solution's verification could not be audited (%s: %s)", task.name,
