@@ -104,6 +104,7 @@ def _trial_reasons(stage: str, trial: TrialResult) -> list[Reason]:
         Outcome.CONTAINER_DIED: "container_died",
         Outcome.SANDBOX_ERROR: "sandbox_error",
         Outcome.BUILD_FAILED: "build_failed",
+        Outcome.TAMPERED: "tampered",  # the tamper audit (aes/sandbox/audit.py): the run touched a start-up path
     }
     if trial.outcome is Outcome.OK:
         return []

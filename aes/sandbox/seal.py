@@ -14,16 +14,25 @@ Not carried, and why:
   * every directory on the image's ``PATH`` (a new name there would shadow a command the
     tests run or install at verification, e.g. ``curl`` before ``apt-get install curl``);
   * interpreter standard and site directories anywhere (``lib/pythonX.Y``, ``site-packages``,
-    ``dist-packages``, ``node_modules``) and package metadata (``*.dist-info``, ``*.egg-info``:
-    their entry points are plugins pytest loads), ``pyvenv.cfg`` (a venv's ``home`` picks the stdlib),
-    ``sitecustomize.py`` / ``usercustomize.py`` and ``*.pth`` (code run at interpreter start);
+    ``dist-packages``, ``node_modules``) and package metadata (``*.dist-info``, ``*.egg-info``, an
+    egg's ``EGG-INFO``, in any case as the metadata finder matches them: their entry points are
+    plugins pytest loads), ``pyvenv.cfg`` (a venv's ``home`` picks the stdlib),
+    ``sitecustomize.py`` / ``usercustomize.py`` and ``*.pth`` (code run at interpreter start),
+    compiled bytecode (``*.pyc``: a sourceless module, or a ``__pycache__`` entry that wins over
+    its source; the verifier compiles the carried sources);
+  * a Python module (a ``NAME.py``, an extension ``NAME.*.so``, a package's ``__init__`` in any of
+    those forms) named like the standard library, an installed package of the image, a package
+    the tests install, or a module the image's ``python3`` looks for while it starts (found or
+    not: ``sitecustomize``, ``usercustomize``, what its ``.pth`` lines import when present; the
+    verifier probes it);
   * files the image already had in any ``bin``/``sbin`` directory (e.g. a venv's ``python`` or
     ``pytest`` under ``/opt``), which tests call by absolute path, or in the service scripts'
     directories (``/etc/init.d``, ``/etc/default``, ``/etc/rc?.d``), which tests start services with;
   * configuration that changes what tools load or run: ``/etc/ld.so.*``, ``alternatives``,
     shell profiles and rc files, ``/etc/python*`` and ``/etc/perl`` (on the interpreters'
     search paths), package-manager configuration and state (``/etc/apt``, ``/var/lib/dpkg``,
-    ``pip.conf``, ``uv``, ``npmrc``, ``gitconfig``), CA bundles, ``nsswitch.conf``;
+    ``pip.conf``, ``uv``, ``npmrc``, ``gitconfig``), CA bundles, ``nsswitch.conf``, and what
+    ``su`` reads besides the account database (``login.defs``, ``/etc/default``, ``/etc/skel``);
   * dot-entries in home directories (``~/.local``, ``~/.cache``, ``~/.config``, rc files: where
     uv, pip, git and npm read settings and keep managed interpreters and caches): all of them in
     ``/root`` and ``/home/*``; the tool directories (:data:`HOME_TOOL_DIRS`) of every other home

@@ -6,22 +6,30 @@ container started from the task's pristine image — its own interpreters, libra
 compilers, exactly as the task built them — into which aes has written:
 
   * the agent's file changes that :mod:`aes.sandbox.seal` lets through (data, never the
-    verifier's runtime, tool configuration or the reward channel), links carried as copies;
+    verifier's runtime, tool configuration or the reward channel), links carried as copies, a
+    git repository's configuration and ``/etc/passwd`` rebuilt as data (:mod:`aes.sandbox.carry`);
   * ``/tests`` from the task, and empty ``/logs/verifier``, ``/logs/agent``, ``/logs/artifacts``.
 
 That container starts with an explicit entrypoint (an absolute ``sleep``: the image's
 ENTRYPOINT and CMD never run), no healthcheck, the image's environment with loader and
 interpreter start-up hooks cleared (``LD_*``, but for their entries inside ``/usr`` and ``/lib``;
-``BASH_ENV``, ``BASH_FUNC_*``, ``PYTHONSTARTUP``, ``NODE_OPTIONS``, ... see :data:`CLEARED_ENV`;
-``PYTHONPATH`` is kept: images set it so that the tests import the agent's module, and what it
-could shadow is not carried), and ``test.sh`` runs from ``/tests`` (a directory the agent never
-wrote), as the task's verifier user (else the image's ``USER``) given by number, with ``HOME``
-set to that user's home in the pristine image, so a changed ``/etc/passwd`` can neither stop it
-nor move the home where tools read their settings. The reward is read from that
-container's ``/logs/verifier``. So nothing the agent did can replace a tool the tests run,
-plant code an interpreter loads at start, pre-write or redirect the reward, or run at
-verification time — except what the tests themselves choose to execute or import from the
-agent's files (a module the task asked for), which runs as part of the tests.
+``BASH_ENV``, ``BASH_FUNC_*``, ``PYTHONSTARTUP``, ``NODE_OPTIONS``, ... see :data:`CLEARED_ENV`),
+``PATH`` without relative or empty entries (:func:`absolute_path`), ``PYTHONPATH`` kept (images
+set it so that the tests import the agent's module; what it could shadow, the standard library,
+the image's packages and every module the image's ``python3`` looks for while it starts, is not
+carried), ``PYTHONNOUSERSITE=1`` where the pristine image has no user site directory, and
+``test.sh`` runs from ``/tests`` (a directory the agent never wrote), as the task's verifier user
+(else the image's ``USER``) given by number, with ``HOME`` set to that user's home in the
+pristine image, so a changed ``/etc/passwd`` can neither stop it nor move the home where tools
+read their settings. The reward is read from that container's ``/logs/verifier``. So nothing
+the agent did can replace a tool the tests run, plant code an interpreter loads at start,
+pre-write or redirect the reward, or run at verification time — except what the tests
+themselves choose to execute or import from the agent's files (a module the task asked for),
+which runs as part of the tests.
+
+While the tests run, the tamper audit (:mod:`aes.sandbox.audit`) watches the carried files from
+the engine's host; :meth:`SealedVerifier.tampering` compares what it saw with the reference
+solution's own verification.
 
 Not covered: tests that need a process the agent started (a server still listening) — set
 ``sandbox.trusted_verifier=false`` for Harbor's in-place verification; packages the agent
