@@ -193,7 +193,7 @@ class Watch:
         self.classifier = classifier or Classifier()
         self.record = AuditRecord(note=note)
         self._fd = -1
-        self._stop = threading.Event()
+        self._wake: tuple[int, int] | None = None
         self._thread: threading.Thread | None = None
         self._seen: set[tuple[str, str]] = set()
         self._opened: set[str] = set()
@@ -206,6 +206,7 @@ class Watch:
             self.record.note = problem
         else:
             self.record.watched = True
+            self._wake = os.pipe()
             self._thread = threading.Thread(target=self._read_loop, name="aes-audit", daemon=True)
             self._thread.start()
         self._busy += time.monotonic() - clock
@@ -213,9 +214,11 @@ class Watch:
 
     def __exit__(self, *exc) -> None:
         clock = time.monotonic()
-        if self._thread is not None:
-            self._stop.set()
+        if self._thread is not None and self._wake is not None:
+            os.write(self._wake[1], b"x")
             self._thread.join()
+            for end in self._wake:
+                os.close(end)
         if self._fd >= 0:
             self._drain()
             os.close(self._fd)  # any open still waiting is allowed by the kernel
@@ -275,15 +278,17 @@ class Watch:
         return None
 
     def _read_loop(self) -> None:
-        while not self._stop.is_set():
+        while True:
             try:
-                ready, _, _ = select.select([self._fd], [], [], 0.05)
+                ready, _, _ = select.select([self._fd, self._wake[0]], [], [])
             except (OSError, ValueError):
                 return
-            if ready:
+            if self._fd in ready:
                 clock = time.monotonic()
                 self._drain()
                 self._busy += time.monotonic() - clock
+            if self._wake[0] in ready:
+                return
 
     def _drain(self) -> None:
         while True:

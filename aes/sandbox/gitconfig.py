@@ -29,10 +29,10 @@ from typing import Callable
 DENIED_SECTIONS = frozenset({
     "filter", "credential", "gpg", "pager", "include", "includeif", "difftool", "mergetool", "man", "web",
     "browser", "sendemail", "guitool", "instaweb", "uploadpack", "uploadarchive", "receive", "imap", "protocol",
-    "url",
+    "url", "lfs",
 })
-"""Sections whose keys name programs, other files to read configuration from, or URL rewrites
-(``url.ext::sh -c x.insteadOf``)."""
+"""Sections whose keys name programs, other files to read configuration from, URL rewrites
+(``url.ext::sh -c x.insteadOf``), or git-lfs's transfer agents (``lfs.customtransfer.x.path``)."""
 
 DENIED_KEY_ENDINGS = ("command", "cmd", "program", "editor", "pager", "helper", "askpass", "proxy", "hookspath",
                       "fsmonitor", "textconv", "driver", "external", "browser", "viewer", "worktree", "variant",

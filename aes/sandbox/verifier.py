@@ -285,6 +285,8 @@ class SealedVerifier:
         """A pristine container of ``image``, idle until :meth:`verify` (start it early)."""
         facts = self.facts(image)
         env = {**facts.env, **cleared_env(facts.env), **task.spec.env}
+        if env.get("PATH"):
+            env["PATH"] = absolute_path(env["PATH"])
         last: Exception | None = None
         for keepalive in KEEPALIVES:
             try:
