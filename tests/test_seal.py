@@ -568,7 +568,7 @@ def test_the_carry_is_bounded_in_time_and_in_paths_looked_at(tmp_path):
 
 
 def test_descendants_of_fetched_paths_are_found_by_their_ancestors():
-    from aes.sandbox.carry import _below
+    from aes.sandbox.carry_api import _below
 
     done = {"/app/many", "/srv"}
     assert _below("/app/many/x/y", done) and _below("/srv/a", done)

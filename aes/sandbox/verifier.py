@@ -50,7 +50,8 @@ import docker.errors
 from aes.errors import InfrastructureError
 from aes.sandbox import accounts, limits
 from aes.sandbox.audit import AuditRecord, Classifier, Watch, judge
-from aes.sandbox.carry import Carry, SafeTree, apply_carry, carry_from_api, carry_from_host, host_layer
+from aes.sandbox.carry import Carry, SafeTree, apply_carry, carry_from_host, host_layer
+from aes.sandbox.carry_api import carry_from_api
 from aes.sandbox.container import Container
 from aes.sandbox.seal import (
     INTERPRETER_MARKERS,
