@@ -108,27 +108,22 @@ def honest_twins(runner: TrialRunner, tmp: Path) -> list:
 def audit_alone(runner: TrialRunner, tmp: Path) -> list:
     """The loader attacks with the seal's defences against them off (a carry that keeps only the
     runtime and the verifier's paths, git configs and /etc/passwd as written, relative PATH
-    entries, no PYTHONNOUSERSITE): what the tamper audit catches by itself."""
+    entries): what the tamper audit catches by itself."""
     from aes.sandbox import accounts, gitconfig, seal, verifier
 
-    saved = (seal.SealPolicy.deny_reason, gitconfig.sanitize, accounts.merge_passwd, verifier.absolute_path,
-             verifier.SealedVerifier.env)
-    env = verifier.SealedVerifier.env
+    saved = (seal.SealPolicy.deny_reason, gitconfig.sanitize, accounts.merge_passwd, verifier.absolute_path)
     seal.SealPolicy.deny_reason = lambda self, path, is_dir=None: next(
         (root for root in (*seal.OWN_ROOTS, *seal.SYSTEM_ROOTS) if seal._under("/" + path.lstrip("/"), root)), None)
     gitconfig.sanitize = lambda text: (text, [])
     accounts.merge_passwd = lambda pristine, agent, safe: (agent, [])
     verifier.absolute_path = lambda value: value
-    verifier.SealedVerifier.env = lambda self, *a, **k: {key: v for key, v in env(self, *a, **k).items()
-                                                         if key != "PYTHONNOUSERSITE"}
     try:
         fresh = TrialRunner(runner.cfg, runner.sandbox)  # no facts kept from the sealed runs
         with ThreadPoolExecutor(3) as pool:
             return list(pool.map(lambda a: (a, fresh.run(load_task(task_for(tmp, a)), AttackAgent(a))),
                                  LOADER_ATTACKS))
     finally:
-        (seal.SealPolicy.deny_reason, gitconfig.sanitize, accounts.merge_passwd, verifier.absolute_path,
-         verifier.SealedVerifier.env) = saved
+        seal.SealPolicy.deny_reason, gitconfig.sanitize, accounts.merge_passwd, verifier.absolute_path = saved
 
 
 def big_carry(runner: TrialRunner, n: int, tmp: Path) -> list[tuple[str, str, float, str]]:

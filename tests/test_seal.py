@@ -473,11 +473,11 @@ def test_relative_path_entries_are_dropped():
 def test_the_python_start_up_probe_is_read():
     from aes.sandbox.verifier import startup_facts
 
-    output = ("AES-USER-SITE 0\nAES-PATH /app\nAES-PATH /usr/lib/python3.11\n"
+    output = ("AES-PATH /app\nAES-PATH /usr/lib/python3.11\n"
               "# trying /app/sitecustomize.py\n# trying /usr/lib/python3.11/apport_python_hook.so\n"
               "# trying /usr/lib/python3.11/encodings/aliases.py\n# trying /usr/lib/python3.11/site_local/__init__.py\n")
     facts = startup_facts(output)
-    assert facts.modules == {"sitecustomize", "apport_python_hook", "site_local"} and not facts.user_site
+    assert facts.modules == {"sitecustomize", "apport_python_hook", "site_local"}
 
 
 def test_the_account_database_keeps_the_pristine_ids_and_programs():

@@ -103,7 +103,7 @@ def test_the_attack_is_real_under_in_place_verification(in_place, tmp_path, atta
 def naive_seal(monkeypatch):
     """The sealed verifier with the defences of issue 23 classes 1-4 off: a carry that keeps only
     the verifier's own paths and the runtime (``/usr``, ``/bin``, ``/lib``), git configurations and
-    ``/etc/passwd`` copied as written, relative PATH entries kept, no ``PYTHONNOUSERSITE``."""
+    ``/etc/passwd`` copied as written, relative PATH entries kept."""
     from aes.sandbox import seal, verifier
 
     def naive(self, path, is_dir=None):
@@ -115,9 +115,6 @@ def naive_seal(monkeypatch):
     monkeypatch.setattr("aes.sandbox.gitconfig.sanitize", lambda text: (text, []))
     monkeypatch.setattr("aes.sandbox.accounts.merge_passwd", lambda pristine, agent, safe: (agent, []))
     monkeypatch.setattr(verifier, "absolute_path", lambda value: value)
-    env = verifier.SealedVerifier.env
-    monkeypatch.setattr(verifier.SealedVerifier, "env", lambda self, *a, **k: {
-        k2: v for k2, v in env(self, *a, **k).items() if k2 != "PYTHONNOUSERSITE"})
 
 
 @pytest.mark.parametrize("attack", [a.name for a in LOADER_ATTACKS])

@@ -350,7 +350,7 @@ class TrialRunner:
         # the tamper audit watches the verifier's file system while the tests run (aes/sandbox/audit.py)
         with self.verifier.audit(verifier, image, user, carry) as watch:
             self._run_tests(verifier, task, result, self.verifier.command(), user=user, workdir="/tests",
-                            env=self.verifier.env(task, home, image, user))
+                            env=self.verifier.env(task, home))
         result.agent_info["audit"] = watch.record.to_dict()
         result.timings["audit"] = watch.record.seconds
         if result.outcome in (Outcome.OK, Outcome.AGENT_TIMEOUT):

@@ -17,8 +17,7 @@ interpreter start-up hooks cleared (``LD_*``, but for their entries inside ``/us
 ``PATH`` without relative or empty entries (:func:`absolute_path`), ``PYTHONPATH`` kept (images
 set it so that the tests import the agent's module; what it could shadow, the standard library,
 the image's packages and every module the image's ``python3`` looks for while it starts, is not
-carried), ``PYTHONNOUSERSITE=1`` where the pristine image has no user site directory, and
-``test.sh`` runs from ``/tests`` (a directory the agent never wrote), as the task's verifier user
+carried), and ``test.sh`` runs from ``/tests`` (a directory the agent never wrote), as the task's verifier user
 (else the image's ``USER``) given by number, with ``HOME`` set to that user's home in the
 pristine image, so a changed ``/etc/passwd`` can neither stop it nor move the home where tools
 read their settings. The reward is read from that container's ``/logs/verifier``. So nothing
@@ -103,12 +102,14 @@ _MODULES_SCRIPT = ("import pkgutil, sys\n"
                    "for n in sys.builtin_module_names: print(n, '-')\n")
 """Each importable top-level module of the image's python3 and the directory it is found in."""
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_STARTUP_PROBE = ("import os, site, sys\n"
-                  "print('AES-USER-SITE', int(bool(site.ENABLE_USER_SITE) and os.path.isdir(site.getusersitepackages())))\n"
-                  "for p in sys.path: print('AES-PATH', p)\n")
+_STARTUP_PROBE = "import sys\nfor p in sys.path: print('AES-PATH', p)\n"
 """Run with ``python3 -vv``: every module the interpreter looks for while it starts (``# trying``
 lines: ``sitecustomize``, ``usercustomize``, what the image's ``.pth`` lines and sitecustomize
-import when present), its import path, and whether the user's site directory exists."""
+import when present), and its import path.
+
+``PYTHONNOUSERSITE`` is not set: the user's site directory lies in the pristine home, whose tool
+directories are never carried, and a test script that installs with ``pip install --user`` (what
+pip does for a non-root user) needs it; ``usercustomize`` is reserved like every name above."""
 
 
 class VerifierError(InfrastructureError):
@@ -148,8 +149,6 @@ class PythonStart:
     modules: frozenset[str] = frozenset()
     """Top-level modules it looks for while it starts, found or not: a carried module of such a name
     would run at the start of every Python process (not carried; a touch ends the attempt)."""
-    user_site: bool = False
-    """Whether the user's site directory exists in the pristine image (else ``PYTHONNOUSERSITE=1``)."""
 
 
 RUNTIME_PATH_LISTS = {"LD_LIBRARY_PATH": ":", "LD_PRELOAD": ": "}
@@ -368,16 +367,12 @@ class SealedVerifier:
     def command(self) -> list[str]:
         return ["bash", "-c", f"{TESTS_CWD}/test.sh"]
 
-    def env(self, task, home: str, image: str | None = None, user: str | None = None) -> dict[str, str]:
+    def env(self, task, home: str) -> dict[str, str]:
         """The tests' environment: ``HOME`` from the pristine image, the task's ``[verifier] env`` (its
-        ``PATH`` without relative entries), :data:`HARDENED_ENV`, and ``PYTHONNOUSERSITE=1`` where the
-        pristine image has no user site directory for the verifier's user (no start-up code from it)."""
+        ``PATH`` without relative entries) and :data:`HARDENED_ENV`."""
         env = {"HOME": home, **task.spec.verifier_env, **HARDENED_ENV}
         if "PATH" in env:
             env["PATH"] = absolute_path(env["PATH"])
-        start = self.facts(image).python.get(user or "") if image else None
-        if start is not None and not start.user_site:
-            env["PYTHONNOUSERSITE"] = "1"
         return env
 
     # -- the tamper audit --------------------------------------------------------------------
@@ -451,12 +446,10 @@ def _agent_passwd(agent: Container, layer: tuple[str, str, frozenset[str]] | Non
 
 def startup_facts(output: str) -> PythonStart:
     """:class:`PythonStart` from the output of ``python3 -vv -c`` :data:`_STARTUP_PROBE`."""
-    path, tried, user_site = set(), [], False
+    path, tried = set(), []
     for line in output.splitlines():
         if line.startswith("AES-PATH "):
             path.add(line[len("AES-PATH "):])
-        elif line.startswith("AES-USER-SITE "):
-            user_site = line.strip().endswith("1")
         elif line.startswith("# trying /"):
             tried.append(line[len("# trying "):].strip())
     names = set()
@@ -467,7 +460,7 @@ def startup_facts(output: str) -> PythonStart:
             folder, stem = posixpath.split(folder)
         if folder in path and _NAME.match(stem):
             names.add(stem)
-    return PythonStart(frozenset(names), user_site)
+    return PythonStart(frozenset(names))
 
 
 def task_digest(task) -> str:
