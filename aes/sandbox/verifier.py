@@ -413,7 +413,16 @@ class SealedVerifier:
             with self._lock:
                 if key in self._references:
                     return self._references[key]
-            result = run_reference()
+            try:
+                result = run_reference()
+            except InfrastructureError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the task's reference could not run: nothing to compare with
+                log.exception("%s: the reference solution could not be run to audit its verification", task.name)
+                record = AuditRecord(note=f"the reference solution could not be run: {exc!r}")
+                with self._lock:
+                    self._references[key] = record
+                return record
             if result.outcome.value in INFRASTRUCTURE_OUTCOMES:
                 raise VerifierError(f"the reference solution's trial, run to audit its verification, was lost to "
                                     f"the infrastructure ({result.outcome.value}: {result.detail[:300]})")
