@@ -448,7 +448,7 @@ def _agent_passwd(agent: Container, layer: tuple[str, str, frozenset[str]] | Non
             return handle.read(accounts.MAX_BYTES).decode("utf-8", "replace")
     try:
         raw = agent.read_file(accounts.PASSWD, limit=accounts.MAX_BYTES)
-    except docker.errors.APIError:
+    except (docker.errors.APIError, ValueError):
         return ""
     return (raw or b"").decode("utf-8", "replace")
 
