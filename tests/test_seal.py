@@ -622,3 +622,25 @@ def test_the_reference_audit_is_kept_and_an_infrastructure_loss_is_not(tmp_path)
     assert runs == [Outcome.SANDBOX_ERROR, Outcome.OK]
     assert not verifier.tampering(task, "other", code, True, reference(Outcome.OK, None))  # the reference itself
     assert not verifier.tampering(task, "other", code, False, reference(Outcome.OK, None))  # judged by its own record
+
+
+def test_a_file_that_shrinks_while_the_engine_archives_it_is_a_value_error():
+    """What dockerd sends for a file truncated while it streamed it (the header's size, fewer bytes):
+    the reward file of a verifier where a process still rewrites it is a bad reward file, not an
+    exception out of the trial."""
+    import io
+    import tarfile
+    from types import SimpleNamespace
+
+    from aes.sandbox.container import Container
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("reward.txt")
+        info.size = 600
+        tar.addfile(info, io.BytesIO(b"1" * 600))
+    truncated = buf.getvalue()[:512 + 100]
+    api = SimpleNamespace(get_archive=lambda cid, path: ([truncated], {"size": 600, "mode": 0o644}))
+    box = Container(SimpleNamespace(api=api), SimpleNamespace(id="c" * 64), 1024)
+    with pytest.raises(ValueError, match="changed while it was read"):
+        box.read_file("/logs/verifier/reward.txt")
