@@ -63,7 +63,8 @@ MEMORY_PROBE = textwrap.dedent("""
     from aes.config import compose_config
     report = Validator(compose_config([]).sandbox).validate({task!r})
     print(report.valid, [r.code for r in report.reasons])
-    print("PEAK", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    # VmHWM: this process's own peak (ru_maxrss would carry over the parent's size at fork)
+    print("PEAK", next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")))
 """)
 
 
@@ -92,7 +93,12 @@ def load(runner: TrialRunner, n: int, tmp: Path) -> tuple[int, float, list]:
     image = runner.sandbox.build(tasks[0]).image
     with ThreadPoolExecutor(n) as pool:
         results = list(pool.map(lambda t: runner.run(t, OracleAgent(), image), tasks))
-    return sum(r.reward == 1.0 for r in results), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, results
+    return sum(r.reward == 1.0 for r in results), _peak_mib(), results
+
+
+def _peak_mib() -> float:
+    """This process's peak resident memory so far, in MiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def honest_twins(runner: TrialRunner, tmp: Path) -> list:
@@ -298,7 +304,6 @@ def main() -> None:
         through_api = api_carry_attacks(runner, tmp / "attacks-api")
         honest = honest_twins(runner, tmp / "honest")
         alone = audit_alone(runner, tmp / "alone")
-        big = big_carry(runner, args.carry_entries, tmp) if args.carry_entries else []
         broken = agent_broken(runner, tmp)
         infra = infrastructure(runner, tmp)
         peak_huge, huge_verdict = memory_with_huge_tests(tmp)
@@ -306,10 +311,12 @@ def main() -> None:
         reached, probed = host_reachability(runner, tmp)
         injected, recovered = kills(args.kills, tmp)
         finished, peak, loaded = load(runner, args.trials, tmp)
+        big = big_carry(runner, args.carry_entries, tmp) if args.carry_entries else []  # last: it grows the process
         restarted = restart_drill(runner, tmp / "restart") if args.restart_engine else []
     runner.sandbox.drain()
-    leaked = [c for c in runner.sandbox.client.api.containers(all=True, filters={"label": "aes.managed=true"})
-              if c["Labels"].get("aes.pid") == str(os.getpid()) or not _owner_alive(c["Labels"])]
+    managed = runner.sandbox.client.api.containers(all=True, filters={"label": "aes.managed=true"})
+    leaked = [c for c in managed if c["Labels"].get("aes.pid") == str(os.getpid())]
+    orphans = [c for c in managed if c["Labels"].get("aes.pid") != str(os.getpid()) and not _owner_alive(c["Labels"])]
     held_n = sum(held(r) for _, r in attacks)
     broken_attacks = [(a.name, r.outcome.value, scored(r)) for a, r in attacks if r.outcome in AGENT_BROKE]
     broken_all = broken + broken_attacks
@@ -322,12 +329,11 @@ def main() -> None:
     for a, r in through_api:
         if not held(r):
             print(f"    BROKEN {a.weakness:<15} {a.name:<34} reward={r.reward} ({r.outcome.value})")
-    audited = [r for r in [*(r for _, r in attacks), *(r for _, r in through_api), *honest, *loaded]
-               if (r.agent_info.get("audit") or {}).get("watched")]
+    verified = [r for r in [*(r for _, r in attacks), *(r for _, r in through_api), *honest, *loaded]
+                if r.agent_info.get("audit")]
+    audited = [r for r in verified if r.agent_info["audit"]["watched"]]
     seconds = [r.agent_info["audit"]["seconds"] for r in audited]
-    sealed = [r for r in [*(r for _, r in attacks), *(r for _, r in through_api), *honest, *loaded]
-              if r.outcome in (Outcome.OK, Outcome.AGENT_TIMEOUT, Outcome.TAMPERED)]
-    print(f"  tamper audit: watched {len(audited)}/{len(sealed)} verifications; cost per trial median "
+    print(f"  tamper audit: watched {len(audited)}/{len(verified)} verifications; cost per trial median "
           f"{_quantile(seconds, 0.5):.3f} s, p90 {_quantile(seconds, 0.9):.3f} s, max {max(seconds, default=0):.3f} s "
           f"(target: median < 0.2 s)")
     false = [r for r in [*honest, *loaded] if r.outcome is Outcome.TAMPERED or r.reward != 1.0]
@@ -338,12 +344,17 @@ def main() -> None:
                  for _, r in alone)
     print(f"  the audit alone (the seal's defences of classes 1-4 off): {caught}/{len(alone)} loader attacks got "
           "through the seal (the tests wrote 1) and ended tampered")
+    for r in [*honest, *loaded]:
+        if r.outcome is Outcome.TAMPERED or r.reward != 1.0:
+            print(f"    honest trial {r.task}: reward={r.reward} ({r.outcome.value}: {r.detail[:160]})")
     for a, r in alone:
         if r.outcome is not Outcome.TAMPERED:
             print(f"    not caught: {a.name:<34} reward={r.reward} ({r.outcome.value})")
     for way, outcome, secs, detail in big:
         print(f"  an agent leaving {args.carry_entries} files, carried through the {way}: {outcome} in {secs:.0f} s "
               f"from the end of its turn ({detail or 'carried'})")
+    if big:
+        print(f"  peak memory of the aes process after those carries: {_peak_mib():.0f} MiB")
     zero = sum(s == 0.0 for _, _, s in broken_all)
     print(f"  agent-broken attempts scored 0: {zero}/{len(broken_all)}")
     for name, outcome, score in broken_all:
@@ -365,7 +376,8 @@ def main() -> None:
         rewarded = sum(r.reward == 1.0 for r in restarted)
         print(f"  dockerd restarted mid-trial: {len(restarted)} trials in flight, {rerun} run again, "
               f"{rewarded} with the right reward")
-    print(f"  leaked aes containers: {len(leaked)}")
+    print(f"  leaked aes containers: {len(leaked)} (and {len(orphans)} left on this engine by other aes processes "
+          "that have ended)")
 
 
 if __name__ == "__main__":

@@ -134,6 +134,10 @@ class _Writer:
             mode |= bits
         return mode, uid, gid
 
+    def _add(self, info: tarfile.TarInfo, handle: BinaryIO | None = None) -> None:
+        self.tar.addfile(info, handle)
+        self.tar.members.clear()  # tarfile keeps every member it wrote; the carry never looks them up
+
     def look(self) -> None:
         """One more changed path looked at (carried or not): within 4 x the entry limit and the time limit."""
         self.looked += 1
@@ -165,7 +169,7 @@ class _Writer:
         info = tarfile.TarInfo(path.lstrip("/"))
         info.type, info.mode = tarfile.DIRTYPE, stat.S_IMODE(mode) & ~0o6000
         info.uid, info.gid, info.mtime = uid, gid, int(mtime)
-        self.tar.addfile(info)
+        self._add(info)
 
     def file(self, path: str, handle: BinaryIO, size: int, mode: int, uid: int, gid: int, mtime: float) -> None:
         if path in self.seen:
@@ -188,7 +192,7 @@ class _Writer:
         info = tarfile.TarInfo(path.lstrip("/"))
         info.size, info.mode = size, stat.S_IMODE(mode) & ~0o6000
         info.uid, info.gid, info.mtime = uid, gid, int(mtime)
-        self.tar.addfile(info, handle)
+        self._add(info, handle)
         self.files += 1
         if self.carry is not None:
             self.carry.paths.add(path)
@@ -214,7 +218,7 @@ class _Writer:
         info = tarfile.TarInfo(path.lstrip("/"))
         info.type, info.linkname, info.mode = tarfile.SYMTYPE, target, 0o777
         info.uid, info.gid, info.mtime = uid, gid, int(mtime)
-        self.tar.addfile(info)
+        self._add(info)
         if self.carry is not None:
             self.carry.links += 1
 

@@ -481,7 +481,8 @@ def task_digest(task) -> str:
         if path.is_file() and not path.is_symlink():
             rel = path.relative_to(root).as_posix()
             if rel.split("/")[0] in ("environment", "tests", "solution", "task.toml"):
-                digest.update(rel.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+                with open(path, "rb") as fh:
+                    digest.update(rel.encode() + b"\0" + hashlib.file_digest(fh, "sha256").digest())
     return digest.hexdigest()
 
 
