@@ -229,7 +229,7 @@ class Flywheel:
         times = self.pool.get_meta(PROPOSER_GROUP_UPDATES, {})  # updates that trained each group (paper: one)
         row = {"round": round_ + 1, "update": self.updates + 1, "groups_collected": collected,
                "solver/groups": len(groups), "solver/groups_reused": self.reused, "proposer/groups": len(proposer),
-               "rollouts/carried": self.carried,
+               "rollouts/carried": self.carried, "rollouts/tampered": sum(self.rollouts.tampered.values()),
                "proposer/samples_per_group": (statistics.fmean(len(g.episodes) for g in proposer) if proposer else 0),
                "proposer/trained_once": all(times.get(g.key, 0) == 0 for g in proposer) if proposer else None}
         self.step += 1

@@ -543,7 +543,16 @@ class SandboxConfig:
     max_instruction_kb: int = 256
     """Largest instruction.md accepted, in KiB."""
     max_carry_entries: int = 200000
-    """Most changed paths carried from the agent's container into the verifier's."""
+    """Most changed paths carried from the agent's container into the verifier's (and four times as
+    many looked at, those not carried included)."""
+    max_carry_sec: float = 120.0
+    """Longest time reading the agent's changes may take; past it the attempt ends as
+    storage_exceeded (an agent that leaves too much to carry scores 0)."""
+    tamper_audit: bool = True
+    """Watch which of the agent's carried files the verifier's processes run (fanotify on the
+    engine's host, as root; aes/sandbox/audit.py): one loaded as code where the reference
+    solution's verification loaded none, or a start-up or loader path touched, ends the attempt
+    as tampered (reward 0)."""
     isolate_host: bool = True
     """Run builds and trials on aes's own bridge network, from which the host's own services (the
     engine's gateway and every host address) cannot be reached (needs root and iptables; a warning
@@ -608,7 +617,7 @@ class SandboxConfig:
             raise ConfigError("sandbox.engine_retries and sandbox.engine_wait_sec must be >= 0")
         for name in ("max_build_timeout_sec", "max_agent_timeout_sec", "max_verifier_timeout_sec", "max_cpus",
                      "max_memory_mb", "default_storage_mb", "max_storage_mb", "storage_poll_sec",
-                     "max_tests_mb", "max_instruction_kb", "max_carry_entries"):
+                     "max_tests_mb", "max_instruction_kb", "max_carry_entries", "max_carry_sec"):
             value = getattr(self, name)
             if not 0 < value < 1e12:
                 raise ConfigError(f"sandbox.{name} must be a positive number, got {value!r}")

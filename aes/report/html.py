@@ -98,6 +98,9 @@ def _summary(d: RunData) -> str:
     elif d.rounds:
         facts.append(f"The proposer ran no episodes: {_no_episodes(d, d.rounds)}.")
     facts.append(d.pool_sentence())
+    if d.tampered:
+        facts.append(f"{plural(d.tampered, 'solver attempt')} ended tampered: the tamper audit saw the verifier run "
+                     "the agent's files (each scored 0; the paths are in its trajectory's detail).")
     if d.updates:
         rewards = [r["solver_reward_mean"] for r in d.updates if isinstance(r.get("solver_reward_mean"), (int, float))]
         if len(rewards) == 1:

@@ -262,6 +262,11 @@ class RunData:
                     continue
         return rows
 
+    @property
+    def tampered(self) -> int:
+        """Solver attempts the tamper audit ended as tampered (their failure is ``trial tampered``)."""
+        return sum(int((row.get("failures") or {}).get("trial tampered", 0)) for row in self.index_rows)
+
     def _rollouts(self) -> dict[str, Rollouts]:
         by_env: dict[str, list[dict]] = defaultdict(list)
         for row in self.index_rows:

@@ -94,6 +94,8 @@ class RolloutRunner:
         """DPPO updates applied to the solver; recorded with every row of the index."""
         self.infra_failures: Counter[str] = Counter()
         """Cause -> count of attempts lost to the infrastructure, over this runner's life."""
+        self.tampered: Counter[str] = Counter()
+        """env id -> attempts the tamper audit ended as tampered (scored 0), over this runner's life."""
         self.max_policy_span: int | None = None
         """Most policy updates one attempt may see (carried rollouts); None: no limit."""
         self.hil = None
@@ -108,6 +110,7 @@ class RolloutRunner:
                              solver_name or self.solver_name, self.infra_limit, batch,
                              self.policy_version if policy_version is None else policy_version)
         view._lock, view.infra_failures, view._background = self._lock, self.infra_failures, self._background
+        view.tampered = self.tampered
         view.max_policy_span = self.max_policy_span
         view.hil = self.hil
         return view
@@ -179,6 +182,10 @@ class RolloutRunner:
                         self.infra_failures[record.failure or record.outcome] += 1
                     else:
                         env.records.append(record)
+                    if record.outcome == "tampered":
+                        self.tampered[env.env_id] += 1
+                        log.warning("%s attempt %d tampered with its verification (scored 0): %s", env.env_id, k,
+                                    record.path)
                     counts["failed"] += record.reward is None
                     counts["done"] += 1
                     done = eta.step()

@@ -273,7 +273,8 @@ class Container:
         return self.stat(path) is not None
 
     def read_file(self, path: str, limit: int = 1 << 20) -> bytes | None:
-        """A regular file's bytes (at most ``limit``); None if absent or not a regular file."""
+        """A regular file's bytes (at most ``limit``); None if absent or not a regular file. A file
+        that changes while it is read (a process still writing it) raises ValueError."""
         try:
             stream, stat = self.api.get_archive(self.id, path)
         except docker.errors.NotFound:
@@ -281,12 +282,15 @@ class Container:
         if stat.get("size", 0) > limit or stat.get("mode", 0) & (1 << 27):  # Go's os.ModeSymlink
             return None  # a link: Docker sends the link itself (no regular file), Podman its target
         data = b"".join(stream)
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            member = tar.next()
-            if member is None or not member.isfile():
-                return None
-            handle = tar.extractfile(member)
-            return handle.read(limit) if handle else None
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                member = tar.next()
+                if member is None or not member.isfile():
+                    return None
+                handle = tar.extractfile(member)
+                return handle.read(limit) if handle else None
+        except tarfile.TarError as exc:  # the engine archived a file that shrank as it was read
+            raise ValueError(f"{path} changed while it was read ({exc})") from None
 
     def download(self, path: str, dest: Path, limit: int = 64 << 20) -> bool:
         """Copy a file or directory out to ``dest`` (a directory); False if absent or too large.

@@ -78,6 +78,11 @@ class Outcome(str, Enum):
     """The Docker engine refused or failed (infrastructure)."""
     INFRA_ERROR = "infra_error"
     """Something the agent depends on failed (e.g. its model server is unreachable)."""
+    # -- the tamper audit (aes/sandbox/audit.py) --
+    TAMPERED = "tampered"
+    """The tamper audit saw the verifier run one of the agent's carried files as code where the
+    reference solution's verification ran none, or touch a start-up or loader path: no reward
+    (a solver attempt scores 0), the paths in ``detail``."""
 
 
 REWARDED, AGENT, TASK, INFRA = "rewarded", "agent", "task", "infrastructure"
@@ -433,8 +438,20 @@ class TrialRunner:
         if problem:
             result.outcome, result.detail = Outcome.CARRY_FAILED, problem
             return
-        self._run_tests(verifier, task, result, self.verifier.command(), user=user, workdir="/tests",
-                        env=self.verifier.env(task, home))
+        # the tamper audit watches the verifier's file system while the tests run (aes/sandbox/audit.py)
+        with self.verifier.audit(verifier, image, user, carry) as watch:
+            self._run_tests(verifier, task, result, self.verifier.command(), user=user, workdir="/tests",
+                            env=self.verifier.env(task, home))
+        result.agent_info["audit"] = watch.record.to_dict()
+        result.timings["audit"] = watch.record.seconds
+        if result.outcome in (Outcome.OK, Outcome.AGENT_TIMEOUT):
+            reasons = self.verifier.tampering(task, image, watch.record, result.agent == OracleAgent.name,
+                                              lambda: self._run_once(task, OracleAgent(), image))
+            if reasons:
+                result.agent_info["audit"]["tests_reward"] = result.reward  # what the tests wrote, for the record
+                result.outcome, result.reward, result.rewards = Outcome.TAMPERED, None, {}
+                result.detail = (f"the tamper audit saw the tests run the agent's files ({len(reasons)}): "
+                                 + "; ".join(reasons[:8]))
 
     def _verify_in_place(self, container: Container, task: Task, result: TrialResult) -> None:
         """Harbor's semantics: stale rewards removed, tests uploaded, test.sh run in the agent's container."""
