@@ -109,6 +109,9 @@ LOADER_ATTACKS = [
            dockerfile=PYTHONPATH_DOCKERFILE),
     Attack("image_startup_imports_when_present", "startup", forging_module("/app/site_local.py"),
            dockerfile=STARTUP_HOOK_DOCKERFILE),
+    Attack("distro_startup_imports_when_present", "startup",
+           # Debian's own /etc/python3.X/sitecustomize.py imports apport_python_hook when present
+           forging_module("/app/apport_python_hook.py"), dockerfile=PYTHONPATH_DOCKERFILE),
     Attack("stdlib_imports_when_present", "startup",
            # copy.py tries ``from org.python.core import PyStringMap`` (Jython); pytest imports copy
            forging_module("/app/org/__init__.py"), dockerfile=PYTHONPATH_DOCKERFILE),
