@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 
 from aes import interrupt
@@ -31,8 +32,11 @@ class RecordedBudget(RunBudget):
     def __init__(self, cfg: BudgetConfig | None, path: Path):
         super().__init__(cfg)
         self.path = Path(path)
+        self._write_lock = threading.Lock()
         before = read_spend(self.path)
         self.usd, self.tokens, self.calls = before["cost_usd"], before["tokens"], before["model_calls"]
+        self.reasoning_usd = before["reasoning_cost_usd"]
+        self.counts = {kind: before[kind] for kind in self.counts}
         self.before = dict(before)
         """What earlier sessions of the run had spent when this one started."""
         if not self.path.is_file():
@@ -46,11 +50,8 @@ class RecordedBudget(RunBudget):
         super().check()
 
     def charge(self, result: ChatResult) -> None:
-        with self._lock:
-            self.usd += result.cost_usd
-            self.tokens += result.usage.total
-            self.calls += 1
-            self._write()
+        super().charge(result)
+        self._write()
 
     def session(self) -> dict[str, float]:
         """What this session (process) spent."""
@@ -58,15 +59,17 @@ class RecordedBudget(RunBudget):
         return {k: now[k] - self.before[k] for k in now}
 
     def _write(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.write_text(json.dumps({"cost_usd": self.usd, "tokens": self.tokens, "model_calls": self.calls}) + "\n")
-        os.replace(tmp, self.path)
+        with self._write_lock:  # the totals read under it, so the last file written holds the latest
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.tmp")
+            tmp.write_text(json.dumps(RunBudget.summary(self)) + "\n")
+            os.replace(tmp, self.path)
 
 
 def read_spend(path: Path) -> dict[str, float]:
     """The totals in ``path`` (zeros when there is none yet)."""
-    zero = {"cost_usd": 0.0, "tokens": 0, "model_calls": 0}
+    zero = {**dict.fromkeys(("cost_usd", "reasoning_cost_usd"), 0.0),
+            **dict.fromkeys(("tokens", "model_calls", "reasoning_tokens", "cached_tokens", "cache_write_tokens"), 0)}
     try:
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
@@ -74,5 +77,4 @@ def read_spend(path: Path) -> dict[str, float]:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path} cannot be read ({exc}); it holds what the run has spent on model calls: "
                            "restore it or delete it to count from 0") from None
-    return {"cost_usd": float(data.get("cost_usd", 0.0)), "tokens": int(data.get("tokens", 0)),
-            "model_calls": int(data.get("model_calls", 0))}
+    return {key: type(value)(data.get(key, value)) for key, value in zero.items()}

@@ -218,7 +218,7 @@ HOSTILE = {
     "env_environment_path": (_env_table("environment.env", "PATH", ".:/usr/bin:/bin"), ["static.startup_env.PATH"]),
     "env_name_injection": (_env_name_injection, ["static.bad_env_name", "static.startup_env"]),
     "docker_image": (_docker_image, ["static.docker_image"]),
-    "armed_pth": (_armed_pth, ["build.startup_hook"]),
+    "armed_pth": (_armed_pth, ["build.startup_hook", "oracle.reward_below_one"]),
     "armed_profile": (_armed_profile, ["build.startup_hook"]),
     "image_bash_env": (_image_bash_env, ["build.startup_hook"]),
     # class 7: a verdict for each, in bounded time
@@ -309,29 +309,40 @@ def trials(sandbox, cfg):
     return TrialRunner(cfg.sandbox, sandbox)
 
 
+@pytest.fixture(scope="module")
+def harbor_trials(sandbox, cfg):
+    """Trials verified as Harbor does: in the agent's own container, with no tamper audit (where
+    these attacks were first measured; the sealed default is checked next to it)."""
+    return TrialRunner(dataclasses.replace(cfg.sandbox, trusted_verifier=False, tamper_audit=False), sandbox)
+
+
 @pytest.mark.parametrize("table", ["verifier.env", "environment.env"])
-def test_a_bash_env_in_task_toml_earned_1_for_a_solver_that_did_no_work(trials, tmp_path, table):
+def test_a_bash_env_in_task_toml_earned_1_for_a_solver_that_did_no_work(trials, harbor_trials, tmp_path, table):
     path = _env_table(table, "BASH_ENV", "/app/hook.sh")(tmp_path)
     task = load_task(path)
-    cheat = trials.run(task, Planter({"app/hook.sh": b"echo 1 > /logs/verifier/reward.txt; exit 0\n"}))
+    planter = Planter({"app/hook.sh": b"echo 1 > /logs/verifier/reward.txt; exit 0\n"})
+    cheat = harbor_trials.run(task, planter)
     assert (cheat.outcome, cheat.reward) == (Outcome.OK, 1.0)  # before: the attack pays
-    assert trials.run(task, NopAgent()).reward == 0.0
+    assert harbor_trials.run(task, NopAgent()).reward == 0.0
+    sealed = trials.run(task, planter)  # the sealed verifier's audit sees the hook run, apart from admission
+    assert (sealed.outcome, sealed.reward) == (Outcome.TAMPERED, None), (sealed.outcome, sealed.reward)
     verdict = Validator(trials.cfg).validate(path)
     assert [r.code for r in verdict.reasons] == ["static.startup_env.BASH_ENV"]  # after: never admitted
 
 
-def test_a_hook_baked_into_the_image_and_armed_by_the_reference_earned_1(trials, tmp_path):
+def test_a_hook_baked_into_the_image_and_armed_by_the_reference_earned_1(trials, harbor_trials, tmp_path):
     """The tests cannot pass; the image's .pth imports a module that the reference (or any solver)
     writes into /app. Without the image inspection the task was valid, and a solver that only armed
     the hook earned 1."""
     path = _armed_pth(tmp_path)
     task = load_task(path)
-    assert trials.run(task, OracleAgent()).reward == 1.0
-    assert trials.run(task, NopAgent()).reward == 0.0
-    cheat = trials.run(task, Planter(ARMING))
+    assert harbor_trials.run(task, OracleAgent()).reward == 1.0
+    assert harbor_trials.run(task, NopAgent()).reward == 0.0
+    cheat = harbor_trials.run(task, Planter(ARMING))
     assert (cheat.outcome, cheat.reward) == (Outcome.OK, 1.0)
+    assert trials.run(task, Planter(ARMING)).reward in (0.0, None)  # sealed: the hook does not load
     verdict = Validator(trials.cfg).validate(path)
-    assert [r.code for r in verdict.reasons] == ["build.startup_hook"]
+    assert [r.code for r in verdict.reasons] == ["build.startup_hook", "oracle.reward_below_one"]
 
 
 def test_a_prebuilt_image_is_inspected_like_a_built_one(trials, sandbox, tmp_path):
@@ -378,7 +389,7 @@ def test_aes_validate_gives_each_task_of_a_mixed_directory_a_verdict(tmp_path):
     good = [make_task(root, "honest"), make_task(root, "honest-two", solve="echo 42 > /app/answer.txt; true\n")]
     bad = {"reference_overfills_storage": "oracle.storage_exceeded", "nested_reward": "oracle.bad_reward_file",
            "nop_hangs": "nop.verifier_timeout", "env_verifier_bash_env": "static.startup_env.BASH_ENV",
-           "armed_pth": "build.startup_hook", "names_not_utf8": None}
+           "armed_pth": ["build.startup_hook", "oracle.reward_below_one"], "names_not_utf8": None}
     for name in bad:
         HOSTILE[name][0](root)
     out = tmp_path / "verdicts.json"
@@ -393,4 +404,4 @@ def test_aes_validate_gives_each_task_of_a_mixed_directory_a_verdict(tmp_path):
         assert verdicts[path.name]["valid"], verdicts[path.name]["reasons"]
     for name, code in bad.items():
         codes = [r.split(":")[0] for r in verdicts[name]["reasons"]]
-        assert codes == ([code] if code else []), (name, verdicts[name]["reasons"])
+        assert codes == (code if isinstance(code, list) else [code] if code else []), (name, verdicts[name]["reasons"])

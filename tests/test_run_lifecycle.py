@@ -278,10 +278,12 @@ def test_the_budget_holds_across_sessions(tmp_path):
     from aes.spend import RecordedBudget
 
     first = RecordedBudget(BudgetConfig(max_tokens=100), tmp_path / "spend.json")
-    first.charge(ChatResult(text="x", usage=Usage(prompt_tokens=60, completion_tokens=50), cost_usd=0.25))
+    first.charge(ChatResult(text="x", usage=Usage(prompt_tokens=60, completion_tokens=50, reasoning_tokens=30,
+                                                  cached_tokens=20), cost_usd=0.25))
     again = RecordedBudget(BudgetConfig(max_tokens=100), tmp_path / "spend.json")
-    assert again.summary() == {"cost_usd": 0.25, "tokens": 110, "model_calls": 1}
-    assert again.session() == {"cost_usd": 0.0, "tokens": 0, "model_calls": 0}
+    assert again.summary() == {"cost_usd": 0.25, "tokens": 110, "model_calls": 1, "reasoning_cost_usd": 0.0,
+                               "reasoning_tokens": 30, "cached_tokens": 20, "cache_write_tokens": 0}
+    assert set(again.session().values()) == {0}
     with pytest.raises(BudgetExhausted, match="110 tokens of budget.max_tokens=100"):
         again.check()
     interrupt.request()

@@ -150,7 +150,7 @@ def test_generate_sends_its_table2_summary_to_wandb(tmp_path):
     [row] = rows
     assert row["event"] == "generate" and (row["proposer"], row["harness"]) == ("scripted-proposer", "scripted")
     [logged] = run.history
-    for key in ("episodes", "valid", "valid_env_rate", "admitted", "calibrated", "tokens", "cost_usd"):
+    for key in ("episodes", "valid", "valid_env_rate", "accepted", "calibrated", "tokens", "cost_usd"):
         assert logged[key] == summary[key], key
     for key in ("rate", "low", "high", "k", "n"):  # the intervals, nested as key/sub
         assert logged[f"valid_ci/{key}"] == summary["valid_ci"][key]
