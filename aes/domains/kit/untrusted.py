@@ -522,6 +522,22 @@ class Remote:
         return self._untrusted.outcome(self._path, *args, **kwargs)
 
 
+def readable(root: str) -> None:
+    """Let the child read the agent's files under ``root``: others may read every file and enter
+    every folder (the tests' process runs as root, and the agent's umask is its own). Links are
+    left alone, never followed."""
+    if not os.path.isdir(root) or os.path.islink(root):
+        return
+    for path, dirs, files in os.walk(root):
+        os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) | 0o005)
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(path, d))]
+        for name in files:
+            entry = os.path.join(path, name)
+            st = os.lstat(entry)
+            if stat.S_ISREG(st.st_mode):
+                os.chmod(entry, stat.S_IMODE(st.st_mode) | 0o004)
+
+
 def run_as_untrusted(command, cwd: str, *, timeout: float = 300.0, env: dict | None = None, uid: int = UID,
                      private=()):
     """Run ``command`` (argv) as uid 64999 in ``cwd`` (handed to that user for the run, then back
