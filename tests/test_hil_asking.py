@@ -160,3 +160,13 @@ def test_keywords_that_do_not_single_out_their_blocker_are_rejected(tmp_path, ke
     reasons = registry_reasons(path)
     assert [r.code for r in reasons] == ["hil.unspecific_keywords"] and why in reasons[0].message
     assert "B2" in reasons[0].message
+
+
+def test_the_viewer_shows_each_questions_judgment():
+    from aes.report.viewer import _hil
+
+    path = SEEDS / "late-fee-policy"
+    human, scores = _asked(path, [SPECIFIC["late-fee-policy"]["B2"], SPECIFIC["late-fee-policy"]["B2"], "How much?"])
+    page = _hil({"setting": "ask_human", "asked": human.log, **scores})
+    assert "How many days is the grace period?" in page and "B2 (asked before)" in page
+    assert "How much?" in page and "none" in page and "ask_f1" in page
