@@ -17,10 +17,12 @@ agent's code in a child process and exchange plain values with it only. The rule
   called ``setsid`` or forked twice ends too (without a PID namespace or a cgroup of its own,
   which a container's default capabilities do not allow, the dedicated user is the handle);
 * **leaving what**: then every file, directory, FIFO or socket owned by that user or its group,
-  anywhere on the container's file systems (``/tmp``, ``/var/tmp``, ``/dev/shm``, and any folder
-  it could write), and its System V IPC objects are removed, and files or non-sticky folders
-  writable by others lose that bit: a child sees a ``/tmp`` of its own, with nothing an earlier
-  child (the gate's run of the public suite included) left there;
+  anywhere it can reach on the container's file systems (``/tmp``, ``/var/tmp``, ``/dev/shm``, any
+  folder it could write; not inside folders it cannot enter), and its System V IPC objects are
+  removed, and files or non-sticky folders writable by others lose that bit: a child sees a
+  ``/tmp`` of its own, with nothing an earlier child (the gate's run of the public suite included)
+  left there. Only the processes of this PID namespace are ended: run on a host, the kit never
+  touches a container's processes, nor the files under an engine's data root (not enterable);
 * **saying what**: a request is ``repr((target, args, kwargs))``; ``target`` names a callable by
   module and attribute path (``"telemetry.window_index"``, ``"pkg.Class.method"`` for static
   ones); the reply is ``repr(("ok", value))`` or ``repr(("raise", [class names of the exception's
@@ -208,21 +210,30 @@ _LIVE: set = set()
 
 
 def _processes(uid: int) -> list[int]:
-    """The live (not zombie) processes with ``uid`` as a real, effective, saved or file-system uid."""
+    """The live (not zombie) processes of this PID namespace (the container's: never another
+    container's, seen from a host) with ``uid`` as a real, effective, saved or file-system uid."""
     found = []
+    depth = len(_status("self").get("NSpid", "").split())
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        try:
-            with open(f"/proc/{name}/status") as f:
-                fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
-        except (OSError, ValueError):
-            continue  # gone meanwhile
-        if fields.get("State", "").strip()[:1] in ("Z", "X"):
-            continue
+        fields = _status(name)
+        if not fields or fields.get("State", "").strip()[:1] in ("Z", "X"):
+            continue  # gone meanwhile, or a zombie
+        if len(fields.get("NSpid", "").split()) != depth:
+            continue  # a process of a nested PID namespace (a container, seen from its host)
         if str(uid) in fields.get("Uid", "").split():
             found.append(int(name))
     return found
+
+
+def _status(pid: str) -> dict:
+    """``/proc/<pid>/status`` as {field: value} (empty when the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+    except (OSError, ValueError):
+        return {}
 
 
 def _kill(pid: int, uid: int) -> None:
@@ -304,8 +315,18 @@ def _sweep(uid: int) -> None:
                     os.removexattr(entry.path, acl, follow_symlinks=False)
                 except OSError:
                     pass
-            if is_dir:
+            if is_dir and _reachable(st, uid):
                 stack.append(entry.path)
+
+
+def _reachable(st: os.stat_result, uid: int) -> bool:
+    """Whether the child user can enter a folder (what it cannot enter, it left nothing in: the
+    sweep does not go there, e.g. root's 0700 folders, or a container engine's data seen from a host)."""
+    if st.st_uid == uid:
+        return bool(st.st_mode & stat.S_IXUSR)
+    if st.st_gid == uid:
+        return bool(st.st_mode & stat.S_IXGRP)
+    return bool(st.st_mode & stat.S_IXOTH)
 
 
 _IPC_REMOVER = r"""
@@ -485,9 +506,11 @@ class Untrusted:
         if self not in _LIVE:
             return
         try:
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
             _clean(self.uid)
             if self.proc is not None:
-                self.proc.wait()
+                self.proc.wait(timeout=END_WITHIN)
             shutil.rmtree(self.home, ignore_errors=True)
         finally:
             _LIVE.discard(self)
@@ -565,8 +588,9 @@ def run_as_untrusted(command, cwd: str, *, timeout: float = 300.0, env: dict | N
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             code = None
+        proc.kill()
         _end_processes(uid)  # a process it left holding the output ends here, not at the timeout
-        proc.wait()
+        proc.wait(timeout=END_WITHIN)
         reader.join()
         proc.stdout.close()
         out = b"".join(chunks).decode("utf-8", "replace")
