@@ -268,7 +268,8 @@ def test_values_only_probe_earns_under_half_and_a_seed_that_credits_pasted_value
     build = runner.sandbox.build(load_task(lenient))
     assert build.image, build.reason
     reasons = checks(lenient, runner, build.image)
-    assert [r.code for r in reasons] == ["professional.values_only_rewarded"], reasons
+    assert [r.code for r in reasons] == ["professional.values_only_rewarded",
+                                         "professional.disguised_constants_rewarded"], reasons
     assert "its tests credit pasted values" in reasons[0].message and "0.75" in reasons[0].message
 
 
@@ -319,7 +320,8 @@ def test_three_wrong_attempts_earn_under_half_and_the_disguised_constants_probe(
     book = "/app/deliverables/cash_forecast.xlsx"
     wrong = {"values-only": f"python3 /solution/rewrite.py {book}\n",
              "disguised-constants": f"python3 /solution/rewrite.py --disguise {book}\n",
-             "edited-input": "sed -i '2s/,[0-9.]*$/,1/' /app/inputs/assumptions.csv\n"}
+             "edited-input": "sed -i 's/^stress_collection_rate,0.85,/stress_collection_rate,0.90,/' "
+                             "/app/inputs/assumptions.csv\n"}
     rewards = {}
     for name, after in wrong.items():
         path = tmp_path / name
