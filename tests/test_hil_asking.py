@@ -170,3 +170,19 @@ def test_the_viewer_shows_each_questions_judgment():
     page = _hil({"setting": "ask_human", "asked": human.log, **scores})
     assert "How many days is the grace period?" in page and "B2 (asked before)" in page
     assert "How much?" in page and "none" in page and "ask_f1" in page
+
+
+def test_the_judge_defaults_to_the_model_wherever_one_is_configured():
+    """hil.judge=auto: the model judge when hil.judge_model is chosen or the proposer is served by an
+    API or a server and is not the solver; the keyword judge for the embedded, tiny and scripted
+    models and a shared policy."""
+    from aes.compose import judge_kind
+    from aes.config import compose_config
+
+    assert compose_config([]).hil.judge == "auto"
+    assert judge_kind(compose_config([])) == "keyword"  # the embedded model proposes and solves
+    assert judge_kind(compose_config(["proposer=claude", "solver=qwen"])) == "model"
+    assert judge_kind(compose_config(["proposer=claude", "solver=qwen", "flywheel.shared_policy=true"])) == "keyword"
+    assert judge_kind(compose_config(["proposer=scripted", "solver=qwen"])) == "keyword"
+    assert judge_kind(compose_config(["proposer@hil.judge_model=claude"])) == "model"
+    assert judge_kind(compose_config(["proposer=claude", "solver=qwen", "hil.judge=keyword"])) == "keyword"
