@@ -369,7 +369,7 @@ def test_wrong_kernels_earn_under_half_and_the_eager_probe_rejects_a_seed_that_p
     assert {k: v[0] for k, v in rewards.items()} == {"eager-only": 0.4, "copy-kernel": 0.4, "padding-read": 0.0}, \
         {k: (v[0], v[1][-1500:]) for k, v in rewards.items()}
     copy = rewards["copy-kernel"][1]  # every test but the replay passed: the static reading and the watch saw nothing
-    assert "FAILED test_outputs.py::test_triton_kernel_computes_the_output" in copy and "1 failed" in copy, copy[-3000:]
+    assert " test_triton_kernel_computes_the_output _" in copy and "1 failed, 11 passed" in copy, copy[-3000:]
     paid = tmp_path / "paid"
     shutil.copytree(SOFTMAX, paid)
     tests = paid / "tests" / "test_outputs.py"
