@@ -40,6 +40,21 @@ def _config(overrides: list[str]):
 
 
 @app.command()
+def doctor(
+    overrides: list[str] = typer.Argument(None, help="The run's command-line overrides, e.g. proposer=claude solver=qwen."),
+    no_vllm: bool = typer.Option(False, "--no-vllm", help="Skip vLLM's own check of the model config."),
+) -> None:
+    """Preflight a command line: the vLLM server command it would run, its tool parser and context
+    decision (aes/cluster/preflight.py). Exit 0 when the run could start, 1 when it would stop."""
+    from aes.cluster.preflight import preflight
+
+    result = preflight(_config(list(overrides or [])), ask_vllm=not no_vllm)
+    for line in result.lines:
+        typer.echo(line)
+    raise typer.Exit(0 if result.ok else 1)
+
+
+@app.command()
 def validate(
     paths: list[Path] = typer.Argument(..., exists=True, help="Task dirs, or dirs of task dirs."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the verdicts here as JSON."),
@@ -198,6 +213,14 @@ def report(sweep: Path = typer.Argument(..., help="A multirun dir (or one run di
     typer.echo("written: " + ", ".join(str(p) for p in result.written.values()))
 
 
+RUN_MARKS = ("config.yaml", "metrics.jsonl", "trajectories/", "proposer/", "pool/")
+"""What a run dir holds (any one of them)."""
+
+
+def is_run_dir(path: Path) -> bool:
+    return any((path / mark.rstrip("/")).exists() for mark in RUN_MARKS)
+
+
 @app.command()
 def view(
     run_dir: Path = typer.Argument(..., help="A run dir (holding trajectories/ and/or proposer/)."),
@@ -213,6 +236,9 @@ def view(
 
     if not run_dir.is_dir():
         _usage_error(f"no such directory: {run_dir}")
+    if not is_run_dir(run_dir):
+        _usage_error(f"{run_dir} is not a run dir: it holds none of {', '.join(RUN_MARKS)}; pass the dir a run "
+                     "printed when it started (outputs/DATE/TIME by default)")
     if report:
         from aes.report.html import write_report
 

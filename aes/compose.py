@@ -20,13 +20,16 @@ from aes.paths import RunPaths
 def build_trials(cfg: AesConfig):
     """The trial runner of ``sandbox.backend``: Docker (here, or on a Ray cluster with
     ``sandbox.executor=ray``), or the in-process simulation."""
+    from aes.interrupt import StopBeforeTrial
+
     if cfg.sandbox.backend == "simulated":
         from aes.sandbox.simulated import SimulatedTrials
 
-        return SimulatedTrials(cfg.sandbox, seed=cfg.seed)
+        return StopBeforeTrial(SimulatedTrials(cfg.sandbox, seed=cfg.seed))
     from aes.sandbox.executors import trial_runner
 
-    return trial_runner(cfg.sandbox)  # sandbox.executor: local, or ray (aes/sandbox/ray_executor.py)
+    # sandbox.executor: local, or ray (aes/sandbox/ray_executor.py); no trial starts after Ctrl-C
+    return StopBeforeTrial(trial_runner(cfg.sandbox))
 
 
 def build_rollouts(cfg: AesConfig, paths: RunPaths, solver: ChatModel, trials, judge_model: ChatModel | None = None):
@@ -108,12 +111,12 @@ def build_admission(cfg: AesConfig, trials, rollouts, grader: ChatModel):
     from aes.admission.review import Reviewer
     from aes.calibration import Calibrator
 
-    validator = make_validator(cfg, trials)
+    validator = make_validator(cfg, trials, generated=True)
     calibrator = Calibrator(cfg.calibration, rollouts)
     pipeline = AdmissionPipeline(
         validator,
         Decontaminator.from_domain(cfg.domain, cfg.admission.ngram),
-        Reviewer(grader, cfg.admission) if cfg.admission.review else None,
+        Reviewer(grader, cfg.admission, cfg.domain.name) if cfg.admission.review else None,
         calibrator,
     )
     return validator, pipeline, calibrator
@@ -123,7 +126,8 @@ def build_proposer_stack(cfg: AesConfig, paths: RunPaths, proposer: ChatModel, r
     from aes.proposer.generate import ProposerStack
     from aes.proposer.tools import ProposerTools
 
-    tools = ProposerTools(validator, rollouts, cfg.harness.solver_probe_attempts)
+    tools = ProposerTools(validator, rollouts, cfg.harness.solver_probe_attempts, pipeline.decontaminator,
+                          pipeline.reviewer)
     return ProposerStack(cfg, paths, pool, proposer, rollouts, pipeline, tools)
 
 
@@ -141,15 +145,17 @@ def domain_checks(cfg: AesConfig):
     return module.checks
 
 
-def make_validator(cfg: AesConfig, trials=None, logs_dir=None):
-    """Admission checks 1-4 as the config says (``admission`` thresholds, the domain's reset check,
-    do-nothing-earns-zero rule, blocker registry and own checks), on ``trials`` or the configured executor; the
-    reference runs' logs (screenshots, ...) kept under ``logs_dir`` when given."""
+def make_validator(cfg: AesConfig, trials=None, logs_dir=None, generated: bool = False):
+    """Admission checks 1-4 as the config says (``admission`` thresholds and time bounds, the domain's reset
+    check, do-nothing-earns-zero rule, blocker registry and own checks), on ``trials`` or the configured executor;
+    the reference runs' logs (screenshots, ...) kept under ``logs_dir`` when given. ``generated``: the tasks are
+    the proposer's (no prebuilt ``docker_image``)."""
     from aes.admission import Validator
 
     return Validator(cfg.sandbox, trials, nop_max_reward=cfg.admission.nop_max_reward,
                      reset_check=cfg.domain.reset_check, domain_checks=domain_checks(cfg),
-                     nop_zero=cfg.domain.nop_zero, logs_dir=logs_dir, blocker_registry=cfg.domain.blocker_registry)
+                     nop_zero=cfg.domain.nop_zero, logs_dir=logs_dir, blocker_registry=cfg.domain.blocker_registry,
+                     admission=cfg.admission, generated=generated)
 
 
 @dataclass
@@ -185,10 +191,12 @@ def build_flywheel(cfg: AesConfig, run_dir: Path) -> FlywheelParts:
     from aes.models import check_models
     from aes.pool import PoolStore
     from aes.report.metrics import MetricsLogger
-    from aes.train.policy import build_trainable_solver
+    from aes.train.backends import build_trainable_solver
+
+    from aes.spend import RecordedBudget
 
     paths = RunPaths(Path(run_dir))
-    budget = RunBudget(cfg.budget)
+    budget = RecordedBudget(cfg.budget, paths.spend)  # what earlier sessions of the run spent counts
     solver = build_trainable_solver(cfg, budget, paths)
     # no proposer (a static pool: no assignments, no replacements) needs no proposer model, nor its key or server
     fw = cfg.flywheel

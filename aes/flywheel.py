@@ -12,10 +12,13 @@ k is ``flywheel.proposer_interval``, R ``trainer.updates_per_refresh``; a run is
 ``flywheel.rounds`` generations of k steps. Every rollout lands in one index with the policy
 version (updates applied) that produced it; assignments read the newest.
 
-State lives in the run dir: the pool database (envs, verdicts, assignments, the loop's
-counters), trajectory files, trainer checkpoints and metrics.jsonl. Rerun with the same run
-dir to resume: finished generations, episodes and attempts are not redone, and nothing
-admitted is lost or duplicated.
+State lives in the run dir: the pool database (envs, verdicts, assignments with each finished
+episode's result, the loop's counters), trajectory files, trainer checkpoints, what the run spent
+(``spend.json``) and metrics.jsonl. Resume a run (``python -m aes.run resume=RUN_DIR``) after
+Ctrl-C, a kill or a crash: finished generations, episodes and attempts are not redone, the
+round that was cut short counts every episode, token and dollar it had, and nothing admitted
+is lost or duplicated. Between its stages the loop stops when Ctrl-C or SIGTERM asked it to
+(:mod:`aes.interrupt`).
 """
 
 from __future__ import annotations
@@ -25,12 +28,15 @@ import math
 import random
 import statistics
 
+from aes import interrupt
 from aes.calibration import ADMIT
 from aes.compose import FlywheelParts
+from aes.config import ConfigError
+from aes.generation import round_results, run_episodes
 from aes.pool import AssignmentLog
 from aes.proposer.assignments import Assignment
 from aes.proposer.episode import EpisodeResult
-from aes.proposer.generate import assign, run_assignments, seed_pool, summarize
+from aes.proposer.generate import assign, seed_pool, summarize
 from aes.report.clock import StageClock
 from aes.report.html import write_report
 from aes.rollout import AttemptRecord, EnvRollouts, latest_rows, read_index
@@ -51,6 +57,7 @@ class Flywheel:
         self.cfg, self.paths = parts.cfg, parts.paths
         self.solver, self.rollouts, self.pool = parts.solver, parts.rollouts, parts.pool
         self.stack, self.metrics = parts.stack, parts.metrics
+        self.pool.capacity = self.cfg.flywheel.pool_size  # admitted envs at most; the rest wait for room
         self.interval = max(1, self.cfg.flywheel.proposer_interval)
         self.step = self.pool.get_meta("flywheel.step", 0)
         """Solver steps taken (an update, or a step whose groups had no reward spread)."""
@@ -63,6 +70,14 @@ class Flywheel:
         self.carried = 0
         """Attempts still running when the last update started."""
         if self.cfg.flywheel.carry_unfinished:
+            if self.cfg.sandbox.executor == "ray" and not self.follows_server_versions():
+                from aes.config import ConfigError
+
+                raise ConfigError(
+                    "flywheel.carry_unfinished with sandbox.executor=ray needs a solver served by vLLM "
+                    "(solver.engine=vllm, or cluster.backend=vllm): an attempt on a Ray worker learns of the "
+                    "updates made while it runs only from the vLLM server's policy version; with another "
+                    "solver its later turns would record a stale version. Set flywheel.carry_unfinished=false")
             self.rollouts.max_policy_span = self.cfg.flywheel.carry_max_updates
         self.reused = 0
         """Groups of the last update taken from rollouts the policy had already made (see unused_groups)."""
@@ -74,27 +89,58 @@ class Flywheel:
         if pipeline is not None:
             pipeline.clock = self.clock
 
+    def follows_server_versions(self) -> bool:
+        """Whether the solver's clients on other machines read the policy version from its vLLM servers."""
+        solver, cluster = self.cfg.solver, self.cfg.cluster
+        return solver.backend == "openai_compatible" and (
+            solver.engine == "vllm" or (cluster.servers > 0 and cluster.backend == "vllm"))
+
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> None:
-        seed_pool(self.stack)
+        self.seed()
         if self.updates:
             self.solver.restore(self.paths.checkpoints)
         total = self.cfg.flywheel.rounds * self.interval
+        self.after_step()  # a resume first finishes what the last step left undone: its refresh, its round's row
         while self.step < total:
+            interrupt.check()  # a stop between stages: everything up to here is committed
             round_ = self.step // self.interval
             if self.step % self.interval == 0 and not self.pool.get_meta(f"flywheel.round.{round_}.done", False):
                 self.generation(round_)
+                interrupt.check()
             with self.clock("eval"):
                 self.evaluate()
+            interrupt.check()
             self.train_step(round_)
-            if self.cfg.flywheel.refresh and self.updates and self.updates % self.cfg.trainer.updates_per_refresh == 0 \
-                    and self.pool.get_meta("flywheel.refreshed", -1) != self.updates:
-                with self.clock("refresh"):
-                    self.refresh()
-            if self.step % self.interval == 0:
-                self.log_round(round_)
+            self.after_step()
         self.evaluate()
         write_report(self.paths.root, self.pool.envs(), f"aes run {self.paths.root.name}")
+
+    def after_step(self) -> None:
+        """What follows a solver step: the refresh every ``trainer.updates_per_refresh`` updates, and the
+        round's row after its last step. Each happens once; a resumed run does what a stop or a crash cut."""
+        if not self.step:
+            return
+        if self.cfg.flywheel.refresh and self.updates and self.updates % self.cfg.trainer.updates_per_refresh == 0 \
+                and self.pool.get_meta("flywheel.refreshed", -1) != self.updates:
+            interrupt.check()
+            with self.clock("refresh"):
+                self.refresh()
+        if self.step % self.interval == 0:
+            self.log_round((self.step - 1) // self.interval)
+
+    def seed(self) -> None:
+        """The domain's seeds into an empty pool; a seed that cannot be loaded, or more seeds than
+        ``flywheel.pool_size``, stop the run with what to fix."""
+        if not self.pool.envs():
+            from aes.modes import seed_tasks
+
+            seeds = seed_tasks(self.cfg)
+            if len(seeds) > self.cfg.flywheel.pool_size:
+                raise ConfigError(f"domain.seeds holds {len(seeds)} tasks, more than flywheel.pool_size="
+                                  f"{self.cfg.flywheel.pool_size} admitted envs; raise flywheel.pool_size or "
+                                  "seed fewer tasks")
+        seed_pool(self.stack)
 
     def _version(self, batch: str) -> None:
         """Record the rollouts from here on as ``batch`` of the current policy."""
@@ -106,13 +152,24 @@ class Flywheel:
         then the proposer reflects on its rewards (``harness.reflection``)."""
         log.info("generation %d of %d (policy version %d)", round_ + 1, self.cfg.flywheel.rounds, self.updates)
         self._version(f"u{self.updates:04d}-g{round_}")
+        started = f"flywheel.round.{round_}.started"
+        if self.pool.get_meta(started) is None:  # the first session of this generation (a resume keeps it)
+            self.pool.set_meta(started, {"step": self.step, "entered_pool": self.pool.ever_admitted()})
+        waited = self.pool.admit_waiting()  # the room refreshes left: in-band envs that found the pool full first
+        if waited:
+            log.info("generation %d: %d env(s) that had waited for room entered the pool", round_ + 1, len(waited))
+            key = f"flywheel.round.{round_}.entered_after_waiting"
+            self.pool.set_meta(key, self.pool.get_meta(key, 0) + len(waited))
         with self.clock("parent_rollouts"):
             assignments = self.assignments(round_)
         if not assignments:
             log.info("generation %d: no proposer episodes: %s", round_ + 1,
                      self.no_episodes or "every assignment had ended before this resume")
         with self.clock("proposer"):  # episodes, with their admission and calibration inside
-            results = run_assignments(self.stack, assignments, opened=True) if assignments else []
+            if assignments:
+                run_episodes(self.stack, assignments, f"generation {round_ + 1}")
+        results = round_results(self.pool, round_)  # this session's episodes and those a stop or crash left
+        interrupt.check()
         with self.clock("reflection"):
             reflection = self.reflect(round_, results) if self.cfg.harness.reflection else {}
         self.pool.set_meta(f"flywheel.round.{round_}.summary", self.generation_summary(round_, results, reflection))
@@ -172,7 +229,7 @@ class Flywheel:
         times = self.pool.get_meta(PROPOSER_GROUP_UPDATES, {})  # updates that trained each group (paper: one)
         row = {"round": round_ + 1, "update": self.updates + 1, "groups_collected": collected,
                "solver/groups": len(groups), "solver/groups_reused": self.reused, "proposer/groups": len(proposer),
-               "rollouts/carried": self.carried,
+               "rollouts/carried": self.carried, "rollouts/tampered": sum(self.rollouts.tampered.values()),
                "proposer/samples_per_group": (statistics.fmean(len(g.episodes) for g in proposer) if proposer else 0),
                "proposer/trained_once": all(times.get(g.key, 0) == 0 for g in proposer) if proposer else None}
         self.step += 1
@@ -366,18 +423,31 @@ class Flywheel:
 
     # -- the record -------------------------------------------------------------------------
     def generation_summary(self, round_: int, results: list[EpisodeResult], reflection: dict) -> dict:
+        """The generation's part of its round row, over every episode of the generation. Counts of envs,
+        each a stage further: ``valid`` (checks 1-4: builds, reference 1, doing nothing < 0.5),
+        ``accepted`` (checks 1-6), ``calibrated`` (also in the calibration band), ``entered_pool`` (joined
+        the pool; in-band envs that found it full wait, ``waiting_for_room``)."""
         summary = summarize(results)
         versions = [r.assignment.rollout_update for r in results if r.assignment.rollout_update is not None]
         replacements = self.pool.get_meta(f"flywheel.round.{round_}.replacements", {})
+        started = self.pool.get_meta(f"flywheel.round.{round_}.started") or {}
         return {
+            "generation_step": started.get("step", round_ * self.interval),
             "assignments/rollout_update": min(versions) if versions else None,
             "assignments/policy_version": self.updates,
             "assignments/count": len({r.assignment.group for r in results}),
             "assignments/replacements": replacements.get("opened", 0),
             "assignments/retired_since_last": replacements.get("retired", 0),
-            "valid_env_rate": summary["valid_env_rate"], "admitted": summary["admitted"],
+            "episodes": summary["episodes"], "valid_env_rate": summary["valid_env_rate"],
+            "valid": summary.get("valid", sum(bool(getattr(r, "checks_1_4", False)) for r in results)),
+            "accepted": sum(bool(getattr(r, "checks_1_6", False)) for r in results),
+            "calibrated": sum(bool(getattr(r, "calibrated", False)) for r in results),
+            "entered_pool": self.pool.ever_admitted() - started.get("entered_pool", self.pool.ever_admitted()),
+            "entered_pool/after_waiting": self.pool.get_meta(f"flywheel.round.{round_}.entered_after_waiting", 0),
+            "waiting_for_room": len(self.pool.envs("calibrated")),
+            "proposer/tokens": summary.get("tokens"), "proposer/cost_usd": summary.get("cost_usd"),
             "cost_per_valid_env": summary["cost_per_valid_env"], "tokens_per_valid_env": summary["tokens_per_valid_env"],
-            "failures_by_stage": summary["failures_by_stage"], "episodes": summary["episodes"], **reflection,
+            "failures_by_stage": summary["failures_by_stage"], **reflection,
             **({"no_episodes": self.no_episodes or "every assignment of this generation had ended before a resume"}
                if not results else {}),
         }

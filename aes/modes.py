@@ -18,6 +18,29 @@ if TYPE_CHECKING:
 log = logging.getLogger("aes")
 
 
+MODE_KEYS = {"validate": ("tasks",), "rollout": ("tasks", "attempts"), "calibrate": ("tasks",),
+             "eval": ("tasks", "k"), "generate": ("assignments",), "train": ("trajectories",),
+             "sft": ("trajectories",)}
+"""The root keys each mode reads; given to another mode on the command line, they are refused."""
+ARGUMENTS = ("tasks", "attempts", "k", "assignments", "trajectories")
+READ_BY = {"tasks": "validate, rollout, calibrate and eval (mode=run seeds its pool from domain.seeds; "
+                    "eval.tasks evaluates during a run)",
+           "attempts": "rollout (mode=eval: k=, calibration: calibration.initial_attempts=)",
+           "k": "eval (during a run: eval.attempts=)", "assignments": "generate (mode=run: "
+           "flywheel.assignments_per_round=)", "trajectories": "train and sft"}
+
+
+def check_arguments(cfg: AesConfig, given: list[str]) -> None:
+    """No silently ignored argument: a mode's input (``tasks=``, ``attempts=``, ``k=``,
+    ``assignments=``, ``trajectories=``) given on the command line of a mode that does not read
+    it is a usage error."""
+    keys = {o.partition("=")[0].lstrip("+~") for o in given}
+    for key in ARGUMENTS:
+        if key in keys and key not in MODE_KEYS.get(cfg.mode, ()):
+            raise ConfigError(f"{key}= is not read by mode={cfg.mode}, only by mode={READ_BY[key]}; drop it "
+                              "or choose the mode that reads it")
+
+
 def load_tasks(cfg: AesConfig) -> list:
     """The tasks under ``tasks=DIR``; ones that cannot be loaded are reported and skipped."""
     if not cfg.tasks:
@@ -25,23 +48,55 @@ def load_tasks(cfg: AesConfig) -> list:
     return tasks_under(cfg.tasks)
 
 
+def task_paths(directory: str | Path, key: str = "tasks") -> list[Path]:
+    """The task dirs at ``directory`` (itself, or the task dirs one level down); a path that does not
+    exist, is not a dir or holds no task is a usage error naming ``key``, the config key it came from."""
+    from aes.tasks import find_tasks
+
+    path = Path(directory)
+    what = "set it to a task dir (holding task.toml) or a dir of task dirs"
+    if not path.exists():
+        raise ConfigError(f"{key}={directory}: no such file or directory; {what}")
+    if not path.is_dir():
+        raise ConfigError(f"{key}={directory} is a file, not a dir; {what}")
+    found = find_tasks([path])
+    if found == [path] and not (path / "task.toml").is_file():
+        raise ConfigError(f"{key}={directory}: no task there (no task.toml in it or in any dir directly below "
+                          f"it); {what}")
+    return found
+
+
 def tasks_under(directory: str, key: str = "tasks") -> list:
     """The loadable tasks under ``directory`` (the value of the config key ``key``); the others are
-    reported and skipped. A path that does not exist is a usage error."""
-    from aes.tasks import TaskLoadError, find_tasks, load_task
+    reported and skipped. A path that does not exist or holds no task is a usage error."""
+    from aes.tasks import TaskLoadError, load_task
 
-    if not Path(directory).exists():
-        raise ConfigError(f"{key}={directory}: no such file or directory; set {key}= to a task dir (with task.toml) "
-                          "or a dir of task dirs")
     tasks = []
-    for path in find_tasks([Path(directory)]):
+    for path in task_paths(directory, key):
         try:
             tasks.append(load_task(path))
         except TaskLoadError as exc:
             log.error("skipping %s: %s: %s", path, exc.code, exc)
     if not tasks:
-        raise ConfigError(f"no loadable task under {directory}")
+        raise ConfigError(f"{key}={directory}: no loadable task there (each one's error is above)")
     return tasks
+
+
+def seed_tasks(cfg: AesConfig) -> list[Path]:
+    """The domain's seed task dirs, each loaded once to check it: a seed that cannot be loaded is a
+    usage error naming it (the pool would be seeded without it)."""
+    from aes.domains import seeds_dir
+    from aes.tasks import TaskLoadError, load_task
+
+    key = "domain.seeds"
+    paths = task_paths(seeds_dir(cfg.domain), key)
+    for path in paths:
+        try:
+            load_task(path)
+        except TaskLoadError as exc:
+            raise ConfigError(f"seed task {path} cannot be loaded ({exc.code}): {exc}; fix it, or set "
+                              f"{key}=DIR to other seeds") from None
+    return paths
 
 
 @contextmanager
@@ -53,10 +108,11 @@ def solver_session(cfg: AesConfig, run_dir: Path, budget: RunBudget | None = Non
     sandbox is touched: a model server that is down stops the mode with its address.
     """
     from aes.compose import build_judge_model, build_rollouts, build_trials
-    from aes.models import RunBudget, build_model, check_models
+    from aes.models import build_model, check_models
     from aes.paths import RunPaths
+    from aes.spend import RecordedBudget
 
-    budget = RunBudget(cfg.budget) if budget is None else budget
+    budget = RecordedBudget(cfg.budget, RunPaths(run_dir).spend) if budget is None else budget
     solver = build_model(cfg.solver, budget)
     judge, owned = None, False
     try:
@@ -68,7 +124,8 @@ def solver_session(cfg: AesConfig, run_dir: Path, budget: RunBudget | None = Non
             judge.close()
         solver.close()
         s = budget.summary()
-        log.info("model calls: %d, tokens: %d, cost: $%.4f", s["model_calls"], s["tokens"], s["cost_usd"])
+        log.info("model calls of this run (every session): %d, tokens: %d, cost: $%.4f", s["model_calls"], s["tokens"],
+                 s["cost_usd"])
 
 
 def rollout(cfg: AesConfig, run_dir: Path) -> bool:
@@ -147,14 +204,16 @@ def generate(cfg: AesConfig, run_dir: Path) -> bool:
     """``mode=generate``: ``assignments`` proposer episodes against the run's pool (Table 2 columns in
     generate.json, the summary a metrics row: metrics.jsonl, wandb)."""
     from aes.compose import build_admission, build_proposer_stack
-    from aes.models import RunBudget, build_model
+    from aes.models import build_model
     from aes.paths import RunPaths
     from aes.pool import PoolStore
     from aes.proposer import generate as run_generate
+    from aes.spend import RecordedBudget
 
-    budget = RunBudget(cfg.budget)
-    proposer = build_model(cfg.proposer, budget)
     paths = RunPaths(run_dir)
+    seed_tasks(cfg)
+    budget = RecordedBudget(cfg.budget, paths.spend)
+    proposer = build_model(cfg.proposer, budget)
     try:
         with solver_session(cfg, run_dir, budget, proposer) as runner:
             validator, pipeline, _ = build_admission(cfg, runner.trials, runner, proposer)
@@ -169,17 +228,17 @@ def generate(cfg: AesConfig, run_dir: Path) -> bool:
     from aes.report.table2 import ci_text
 
     print_table("Table 2 columns (each episode judged on the env it finally submitted)",
-                ["valid (checks 1-4)", "admitted (1-6)", "calibrated (in the band)", "failures by stage",
+                ["valid (checks 1-4)", "accepted (checks 1-6)", "calibrated (in the band)", "failures by stage",
                  "mean revisions", "tokens / valid env", "cost / valid env"],
-                [[ci_text(summary["valid_ci"]), ci_text(summary["admitted_ci"]), ci_text(summary["calibrated_ci"]),
+                [[ci_text(summary["valid_ci"]), ci_text(summary["accepted_ci"]), ci_text(summary["calibrated_ci"]),
                   ", ".join(f"{k}: {v}" for k, v in sorted(summary["failures_by_stage"].items())) or "-",
                   "n/a (no episodes)" if summary["mean_revisions"] is None else f"{summary['mean_revisions']:.2f}",
                   summary["tokens_per_valid_env"] or "n/a (no valid env)",
                   summary["cost_per_valid_env"] or "n/a (no valid env)"]])
-    rounds = summary["accepted_rounds"]
+    rounds = summary["domain_accepted_rounds"]
     print_table(f"Table 8 columns (domain={cfg.domain.name}, proposer={cfg.proposer.name})",
-                ["episodes", "accepted (checks 1-6)", "mean rounds of accepted (first draft = 1)"],
-                [[summary["episodes"], ci_text(summary["admitted_ci"]),
+                ["episodes", "accepted (checks 1-4 as the domain runs them)", "mean rounds of accepted (first draft = 1)"],
+                [[summary["episodes"], ci_text(summary["domain_accepted_ci"]),
                   "n/a (none accepted)" if rounds is None else f"{rounds:.2f}"]])
     if not summary["valid"]:
         log.info("no valid env: %s", _why_none(results))
@@ -205,16 +264,17 @@ def train(cfg: AesConfig, run_dir: Path) -> bool:
     batches of ``trainer.envs_per_update`` groups are trained in turn. The rollouts' own
     log-probs are the behaviour policy, so the trust region applies as in the flywheel.
     """
-    from aes.models import RunBudget, check_models
+    from aes.models import check_models
     from aes.paths import RunPaths
     from aes.report.metrics import MetricsLogger
+    from aes.spend import RecordedBudget
     from aes.train.advantages import GroupBatcher
-    from aes.train.policy import build_trainable_solver
+    from aes.train.backends import build_trainable_solver
     from aes.train.step import train_step
 
     if not cfg.trajectories:
         raise ConfigError("mode=train needs trajectories=DIR: a trajectories/ dir written by mode=rollout")
-    solver = build_trainable_solver(cfg, RunBudget(cfg.budget), RunPaths(run_dir))
+    solver = build_trainable_solver(cfg, RecordedBudget(cfg.budget, RunPaths(run_dir).spend), RunPaths(run_dir))
     try:
         check_models(solver.chat)  # the engine that takes the new weights (a vLLM server for solver=qwen)
     except BaseException:

@@ -4,6 +4,8 @@
 
     RUN_DIR/
       config.yaml  metrics.jsonl  report.html
+      spend.json                     USD, tokens and model calls of every session of the run
+      .lock                          held by the run writing here (aes/rundir.py)
       pool/                          the pool database and content-addressed task files
       trajectories/                  every solver attempt (one record: index.jsonl), the
         <env_id>/<solver>/[<batch>/]<attempt>.json    proposer's solver_model probes included
@@ -45,6 +47,10 @@ class RunPaths:
     @property
     def metrics(self) -> Path:
         return self.root / "metrics.jsonl"
+
+    @property
+    def spend(self) -> Path:
+        return self.root / "spend.json"
 
     @property
     def report(self) -> Path:

@@ -1,9 +1,10 @@
 """Reliability figures, in one run: attacks held, agent-broken attempts scored 0, infrastructure
-failures never scored, peak aes memory with a 1 GiB tests/ file, storage overrun stopped, host
-services reachable from a build or trial (must be none), kill -9 recoveries, a 32-trial load and
-leaked containers.
+failures never scored, the tamper audit's cost per trial, its false positives on honest trials and
+what it catches alone, a 200k-entry carry, peak aes memory with a 1 GiB tests/ file, storage
+overrun stopped, host services reachable from a build or trial (must be none), kill -9
+recoveries, a 32-trial load and leaked containers.
 
-    python benchmarks/reliability.py [--kills 10] [--trials 32] [--restart-engine]
+    python benchmarks/reliability.py [--kills 10] [--trials 32] [--carry-entries 200000] [--restart-engine]
 
 ``--restart-engine`` also restarts this host's dockerd while trials are in flight (only where
 aes owns the engine).
@@ -37,7 +38,8 @@ from aes.sandbox import OracleAgent, Outcome, TrialRunner  # noqa: E402
 from aes.sandbox.docker_client import _owner_alive  # noqa: E402
 from aes.sandbox.faults import restart_drill  # noqa: E402
 from aes.sandbox.network import host_isolated  # noqa: E402
-from aes.sandbox.selftest import ATTACKS, attack_task, held, task_for  # noqa: E402
+from aes.sandbox.selftest import ATTACKS, AttackAgent, attack_task, held, task_for  # noqa: E402
+from aes.sandbox.selftest_loaders import LOADER_ATTACKS  # noqa: E402
 from aes.sandbox.trial import AGENT_BROKE, INFRASTRUCTURE  # noqa: E402
 from aes.tasks import load_task  # noqa: E402
 
@@ -61,7 +63,8 @@ MEMORY_PROBE = textwrap.dedent("""
     from aes.config import compose_config
     report = Validator(compose_config([]).sandbox).validate({task!r})
     print(report.valid, [r.code for r in report.reasons])
-    print("PEAK", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    # VmHWM: this process's own peak (ru_maxrss would carry over the parent's size at fork)
+    print("PEAK", next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")))
 """)
 
 
@@ -84,13 +87,82 @@ def kills(n: int, tmp: Path) -> tuple[int, int]:
     return n, ok
 
 
-def load(runner: TrialRunner, n: int, tmp: Path) -> tuple[int, float]:
+def load(runner: TrialRunner, n: int, tmp: Path) -> tuple[int, float, list]:
     tasks = [load_task(attack_task(tmp / "load", f"t{i}", "seq 1 300000; echo 42 > /app/answer.txt\n"))
              for i in range(n)]
     image = runner.sandbox.build(tasks[0]).image
     with ThreadPoolExecutor(n) as pool:
-        rewards = [r.reward for r in pool.map(lambda t: runner.run(t, OracleAgent(), image), tasks)]
-    return sum(r == 1.0 for r in rewards), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        results = list(pool.map(lambda t: runner.run(t, OracleAgent(), image), tasks))
+    return sum(r.reward == 1.0 for r in results), _peak_mib(), results
+
+
+def _peak_mib() -> float:
+    """This process's peak resident memory so far, in MiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def honest_twins(runner: TrialRunner, tmp: Path) -> list:
+    """Each task variant of the catalogue solved honestly by the agent (must earn 1, the audit silent)."""
+    variants: dict = {}
+    for attack in ATTACKS.values():
+        variants.setdefault((attack.dockerfile, attack.test_sh), attack)
+    with ThreadPoolExecutor(3) as pool:
+        return list(pool.map(lambda a: runner.run(load_task(task_for(tmp, a, honest=True)), AttackAgent(a, honest=True)),
+                             variants.values()))
+
+
+def audit_alone(runner: TrialRunner, tmp: Path) -> list:
+    """The loader attacks with the seal's defences against them off (a carry that keeps only the
+    runtime and the verifier's paths, git configs and /etc/passwd as written, relative PATH
+    entries): what the tamper audit catches by itself."""
+    from aes.sandbox import accounts, gitconfig, seal, verifier
+
+    saved = (seal.SealPolicy.deny_reason, gitconfig.sanitize, accounts.merge_passwd, verifier.absolute_path)
+    seal.SealPolicy.deny_reason = lambda self, path, is_dir=None: next(
+        (root for root in (*seal.OWN_ROOTS, *seal.SYSTEM_ROOTS) if seal._under("/" + path.lstrip("/"), root)), None)
+    gitconfig.sanitize = lambda text: (text, [])
+    accounts.merge_passwd = lambda pristine, agent, safe: (agent, [])
+    verifier.absolute_path = lambda value: value
+    try:
+        fresh = TrialRunner(runner.cfg, runner.sandbox)  # no facts kept from the sealed runs
+        with ThreadPoolExecutor(3) as pool:
+            return list(pool.map(lambda a: (a, fresh.run(load_task(task_for(tmp, a)), AttackAgent(a))),
+                                 LOADER_ATTACKS))
+    finally:
+        seal.SealPolicy.deny_reason, gitconfig.sanitize, accounts.merge_passwd, verifier.absolute_path = saved
+
+
+def big_carry(runner: TrialRunner, n: int, tmp: Path) -> list[tuple[str, str, float, str]]:
+    """An agent that leaves ``n`` files: (carry path, outcome, seconds from the end of its turn to
+    the verdict, detail), through the overlay layer and through the engine's API."""
+    solve = (f"mkdir -p /app/many && cd /app/many && python3 -c 'import os\nfor i in range({n}): "
+             f"open(\"f%d\" % i, \"w\").write(\"x\")'\necho 42 > /app/answer.txt\n")
+    path = attack_task(tmp / "big", "big", solve)
+    (path / "task.toml").write_text((path / "task.toml").read_text().replace("timeout_sec = 60", "timeout_sec = 1800"))
+    out = []
+    for way in ("overlay", "engine API"):
+        import aes.sandbox.verifier as verifier
+
+        layer = verifier.host_layer
+        if way == "engine API":
+            verifier.host_layer = _verifier_only
+        try:
+            result = runner.run(load_task(path), OracleAgent())
+        finally:
+            verifier.host_layer = layer
+        out.append((way, result.outcome.value, result.timings.get("verify", 0.0), result.detail[:160]))
+    return out
+
+
+def _verifier_only(container):
+    from aes.sandbox.carry import host_layer
+
+    return host_layer(container) if container.container.labels.get("aes.role") == "verifier" else None
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 def scored(result) -> float | None:
@@ -206,10 +278,10 @@ def api_carry_attacks(runner: TrialRunner, tmp: Path) -> list:
     rootless engines, or for a container the freezer could not stop)."""
     import aes.sandbox.verifier as verifier
 
-    layer, verifier.host_layer = verifier.host_layer, (lambda container: None)
+    layer, verifier.host_layer = verifier.host_layer, _verifier_only  # the audit still watches the verifier
     try:
         with ThreadPoolExecutor(3) as pool:
-            return list(pool.map(lambda a: (a, runner.run(load_task(task_for(tmp, a)), OracleAgent())),
+            return list(pool.map(lambda a: (a, runner.run(load_task(task_for(tmp, a)), AttackAgent(a))),
                                  ATTACKS.values()))
     finally:
         verifier.host_layer = layer
@@ -219,6 +291,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--trials", type=int, default=32)
+    parser.add_argument("--carry-entries", type=int, default=200_000, help="files an agent leaves (0: skip)")
     parser.add_argument("--restart-engine", action="store_true", help="restart dockerd mid-trial too")
     args = parser.parse_args()
     cfg = compose_config([])
@@ -226,20 +299,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="aes-reliability-") as tmp_name:
         tmp = Path(tmp_name)
         with ThreadPoolExecutor(3) as pool:
-            attacks = list(pool.map(lambda a: (a, runner.run(load_task(task_for(tmp / "attacks", a)), OracleAgent())),
+            attacks = list(pool.map(lambda a: (a, runner.run(load_task(task_for(tmp / "attacks", a)), AttackAgent(a))),
                                     ATTACKS.values()))
         through_api = api_carry_attacks(runner, tmp / "attacks-api")
+        honest = honest_twins(runner, tmp / "honest")
+        alone = audit_alone(runner, tmp / "alone")
         broken = agent_broken(runner, tmp)
         infra = infrastructure(runner, tmp)
         peak_huge, huge_verdict = memory_with_huge_tests(tmp)
         stopped = storage_overrun(runner, tmp)
         reached, probed = host_reachability(runner, tmp)
         injected, recovered = kills(args.kills, tmp)
-        finished, peak = load(runner, args.trials, tmp)
+        finished, peak, loaded = load(runner, args.trials, tmp)
+        big = big_carry(runner, args.carry_entries, tmp) if args.carry_entries else []  # last: it grows the process
         restarted = restart_drill(runner, tmp / "restart") if args.restart_engine else []
     runner.sandbox.drain()
-    leaked = [c for c in runner.sandbox.client.api.containers(all=True, filters={"label": "aes.managed=true"})
-              if c["Labels"].get("aes.pid") == str(os.getpid()) or not _owner_alive(c["Labels"])]
+    managed = runner.sandbox.client.api.containers(all=True, filters={"label": "aes.managed=true"})
+    leaked = [c for c in managed if c["Labels"].get("aes.pid") == str(os.getpid())]
+    orphans = [c for c in managed if c["Labels"].get("aes.pid") != str(os.getpid()) and not _owner_alive(c["Labels"])]
     held_n = sum(held(r) for _, r in attacks)
     broken_attacks = [(a.name, r.outcome.value, scored(r)) for a, r in attacks if r.outcome in AGENT_BROKE]
     broken_all = broken + broken_attacks
@@ -252,6 +329,32 @@ def main() -> None:
     for a, r in through_api:
         if not held(r):
             print(f"    BROKEN {a.weakness:<15} {a.name:<34} reward={r.reward} ({r.outcome.value})")
+    verified = [r for r in [*(r for _, r in attacks), *(r for _, r in through_api), *honest, *loaded]
+                if r.agent_info.get("audit")]
+    audited = [r for r in verified if r.agent_info["audit"]["watched"]]
+    seconds = [r.agent_info["audit"]["seconds"] for r in audited]
+    print(f"  tamper audit: watched {len(audited)}/{len(verified)} verifications; cost per trial median "
+          f"{_quantile(seconds, 0.5):.3f} s, p90 {_quantile(seconds, 0.9):.3f} s, max {max(seconds, default=0):.3f} s "
+          f"(target: median < 0.2 s)")
+    false = [r for r in [*honest, *loaded] if r.outcome is Outcome.TAMPERED or r.reward != 1.0]
+    print(f"  honest trials (each task variant solved by the agent, and the {args.trials}-trial load): "
+          f"{len(honest) + len(loaded) - len(false)}/{len(honest) + len(loaded)} earned 1, "
+          f"{sum(r.outcome is Outcome.TAMPERED for r in [*honest, *loaded])} ended tampered (must be 0)")
+    caught = sum(r.outcome is Outcome.TAMPERED and (r.agent_info.get("audit") or {}).get("tests_reward") == 1.0
+                 for _, r in alone)
+    print(f"  the audit alone (the seal's defences of classes 1-4 off): {caught}/{len(alone)} loader attacks got "
+          "through the seal (the tests wrote 1) and ended tampered")
+    for r in [*honest, *loaded]:
+        if r.outcome is Outcome.TAMPERED or r.reward != 1.0:
+            print(f"    honest trial {r.task}: reward={r.reward} ({r.outcome.value}: {r.detail[:160]})")
+    for a, r in alone:
+        if r.outcome is not Outcome.TAMPERED:
+            print(f"    not caught: {a.name:<34} reward={r.reward} ({r.outcome.value})")
+    for way, outcome, secs, detail in big:
+        print(f"  an agent leaving {args.carry_entries} files, carried through the {way}: {outcome} in {secs:.0f} s "
+              f"from the end of its turn ({detail or 'carried'})")
+    if big:
+        print(f"  peak memory of the aes process after those carries: {_peak_mib():.0f} MiB")
     zero = sum(s == 0.0 for _, _, s in broken_all)
     print(f"  agent-broken attempts scored 0: {zero}/{len(broken_all)}")
     for name, outcome, score in broken_all:
@@ -273,7 +376,8 @@ def main() -> None:
         rewarded = sum(r.reward == 1.0 for r in restarted)
         print(f"  dockerd restarted mid-trial: {len(restarted)} trials in flight, {rerun} run again, "
               f"{rewarded} with the right reward")
-    print(f"  leaked aes containers: {len(leaked)}")
+    print(f"  leaked aes containers: {len(leaked)} (and {len(orphans)} left on this engine by other aes processes "
+          "that have ended)")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@ per-turn overhead outside the model (command round trip, parsing, recording).
 
     python benchmarks/rollout.py [--solver local] [--tasks DIR] [--attempts 4] [--turns 6]
     python benchmarks/rollout.py --executors 24   # also trials/min: local executor vs a two-node Ray cluster
+    python benchmarks/rollout.py --engines 16 --skip-rollouts   # vLLM-CPU vs llama.cpp serving the
+        # embedded SmolLM2 (start-up, tokens/s, per-turn latency of N chat calls, 2 at a time)
     python benchmarks/rollout.py --executors 24 --carried 2 --skip-rollouts
         # both comparisons in one invocation, side by side at the end: trials/min of the two
         # executors and the wall time of N updates with and without carried rollouts
@@ -167,6 +169,67 @@ def rollout_benchmark(args) -> None:
         print(f"target median overhead < 50 ms per turn: {verdict}")
 
 
+ENGINE_PROMPTS = ["List the files in /app and show the largest one.", "Count the lines of every .py file here.",
+                  "Find the word error in /var/log/app.log and print the lines.", "Make a directory out and copy a.txt there."]
+
+
+def engine_comparison(n: int, max_tokens: int = 128) -> dict[str, dict[str, float]]:
+    """Serve the embedded SmolLM2 with each engine as aes's job would (cluster=llamacpp: its GGUF;
+    cluster=vllm on CPU: its bf16 Hugging Face export), then make ``n`` chat calls (2 at a time, the
+    solver's log-probs on) through the solver's client: start-up to healthy, generated tokens/s over the
+    calls, and the median and p90 latency of a call (one agent turn)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aes.cluster.layout import Allocation, plan
+    from aes.cluster.servers import ServerGroup
+    from aes.cluster.session import server_specs, with_servers
+
+    figures = {}
+    for engine in ("llamacpp", "vllm"):
+        overrides = ["experiment=cluster_cpu"] if engine == "llamacpp" else ["experiment=cluster_vllm_cpu"]
+        with tempfile.TemporaryDirectory(prefix=f"aes-bench-{engine}-") as tmp:
+            cfg = compose_config(overrides + [f"run_dir={tmp}", "solver.context_length=2048",
+                                              f"solver.max_tokens={max_tokens}", "solver.seed=0"])
+            if engine == "vllm":
+                from aes.models.export import served_directory
+
+                served_directory(cfg.solver.model)  # the export is made once, outside the start-up figure
+            alloc = Allocation(("localhost",), 0, ())
+            specs = server_specs(cfg, alloc, plan(cfg.cluster, alloc), Path(tmp))
+            group = ServerGroup(specs, 20, 900)
+            start = time.monotonic()
+            group.start()
+            try:
+                group.wait_healthy()
+                startup = time.monotonic() - start
+                chat = build_model(with_servers(cfg, specs).solver)
+                chat.health_check()
+                chat.chat([{"role": "user", "content": "hi"}], max_tokens=4)  # warm-up, not counted
+                latencies, tokens = [], 0
+
+                def one(i: int):
+                    t0 = time.monotonic()
+                    result = chat.chat([{"role": "system", "content": "You solve tasks in a Linux terminal."},
+                                        {"role": "user", "content": ENGINE_PROMPTS[i % len(ENGINE_PROMPTS)]}])
+                    return time.monotonic() - t0, len(result.completion_token_ids or [])
+
+                t0 = time.monotonic()
+                with ThreadPoolExecutor(2) as pool:
+                    for latency, count in pool.map(one, range(n)):
+                        latencies.append(latency)
+                        tokens += count
+                wall = time.monotonic() - t0
+            finally:
+                group.stop()
+        latencies.sort()
+        figures[engine] = {"startup_s": startup, "tokens_per_s": tokens / wall, "turn_median_s": statistics.median(latencies),
+                           "turn_p90_s": latencies[int(0.9 * (len(latencies) - 1))], "tokens": tokens, "calls": n}
+        f = figures[engine]
+        print(f"  {engine:<9} start-up {f['startup_s']:.0f} s, {f['tokens_per_s']:.1f} tokens/s over {n} calls "
+              f"({tokens} tokens), per-turn latency median {f['turn_median_s']:.2f} s, p90 {f['turn_p90_s']:.2f} s")
+    return figures
+
+
 def side_by_side(rates: dict[str, float] | None, times: dict[bool, float] | None, carried: int) -> None:
     """The two comparisons of one invocation in one table (trials/min local vs Ray, and N
     updates with vs without carried rollouts), each with its ratio, whichever way it goes."""
@@ -202,6 +265,9 @@ def main() -> None:
                              "on this machine (needs the ray extra, root and dockerd)")
     parser.add_argument("--executor-concurrency", type=int, default=3, metavar="C",
                         help="trials in flight for --executors (default 3: the cluster's CPUs)")
+    parser.add_argument("--engines", type=int, default=0, metavar="N",
+                        help="also compare vLLM's CPU build and llama.cpp serving the embedded model: start-up, "
+                             "tokens/s and per-turn latency of N chat calls (needs AES_WITH_VLLM=1 setup)")
     parser.add_argument("--skip-rollouts", action="store_true",
                         help="leave out the attempts/min and per-turn overhead benchmark (only the comparisons)")
     args = parser.parse_args()
@@ -210,6 +276,12 @@ def main() -> None:
         tasks = [load_task(p) for p in find_tasks([Path(args.tasks)]) if p.match(args.pattern)]
         print(f"executors: {args.executors} oracle trials of {len(tasks)} task(s), {args.executor_concurrency} in flight")
         rates = executor_comparison(args.executors, args.executor_concurrency, tasks)
+    if args.engines:
+        print(f"engines: the embedded SmolLM2 served by llama.cpp (GGUF) and by vLLM's CPU build (bf16), "
+              f"{args.engines} chat calls each, 2 at a time")
+        engines = engine_comparison(args.engines)
+        ratio = engines["vllm"]["tokens_per_s"] / engines["llamacpp"]["tokens_per_s"]
+        print(f"  vLLM / llama.cpp tokens/s: {ratio:.2f}")
     if not args.skip_rollouts:
         rollout_benchmark(args)
     if args.carried:

@@ -6,7 +6,9 @@
 # Environment: AES_PYTHON (interpreter for the venv, default python3),
 #              AES_SKIP_DOCKER=1 (only the venv, e.g. on a login node without Docker),
 #              AES_WITH_RAY=1 (also the ray extra: sandbox.executor=ray),
-#              AES_BROWSER=1 (also playwright and Debian's chromium: the browser tests).
+#              AES_BROWSER=1 (also playwright and Debian's chromium: the browser tests),
+#              AES_WITH_VLLM=1 (also vLLM's CPU build in its own venv, .aes-cache/vllm-venv: cluster=vllm
+#                on CPU and the vLLM tests; CI sets AES_REQUIRE_VLLM=1, which does the same).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p .aes-cache
@@ -44,6 +46,13 @@ if [[ ",$extras," == *,browser,* ]] && ! command -v chromium >/dev/null && ! com
   { as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
     && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
     || say "could not install chromium (needs apt-get and root); the browser tests will say so"
+fi
+# vLLM's CPU build pins transformers<5.20 (aes pins 5.24): the server gets its own venv, one pip
+# command, kept across runs (aes/cluster/vllm_env.py; on GPU machines: pip install -e '.[vllm]').
+if [ "${AES_WITH_VLLM:-0}" = 1 ] || [ "${AES_REQUIRE_VLLM:-0}" = 1 ]; then
+  t0=$(date +%s)
+  .venv/bin/python -m aes.cluster.vllm_env install || die "could not install vLLM's CPU build (see above)"
+  say "vLLM's CPU build ready in .aes-cache/vllm-venv ($(( $(date +%s) - t0 )) s)"
 fi
 say "warming DeepSpeed's CPU ops (compiled once, cached in ~/.cache/torch_extensions)"
 DS_ACCELERATOR=cpu .venv/bin/python -m aes.train.warm_ops

@@ -81,10 +81,12 @@ def test_run_entry_point_validates_a_task_dir(sandbox, tmp_path):
 
 def test_a_loader_warning_in_the_image_is_not_a_leak(validator, tmp_path):
     """The check that the image hides tests/ and solution/ asks the engine, not a program whose
-    output the image's loader can garble (``ENV LD_PRELOAD`` of a missing library warns on stderr)."""
+    output the image's loader can garble (``ENV LD_PRELOAD`` of a missing library warns on stderr; one in
+    ``/usr``, which the agent's work never reaches in the verifier: a missing one elsewhere is a hook the
+    agent could arm, ``build.startup_hook``)."""
     from tests.conftest import make_task
 
-    path = make_task(tmp_path, dockerfile="FROM python:3.12-slim\nENV LD_PRELOAD=/nonexistent.so\nWORKDIR /app\n")
+    path = make_task(tmp_path, dockerfile="FROM python:3.12-slim\nENV LD_PRELOAD=/usr/lib/nonexistent.so\nWORKDIR /app\n")
     report = validator.validate(path)
     assert report.valid, [str(r) for r in report.reasons]
 

@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 
 from aes.cluster.layout import Allocation, expand_nodelist, master_port, plan
@@ -65,8 +66,14 @@ def port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+QWEN_LIKE = {"model_type": "qwen3", "max_position_embeddings": 40960, "rope_theta": 1000000, "tie_word_embeddings": False}
+
+
 def served_cfg(tmp_path, **cluster) -> AesConfig:
+    """A served solver ``org/model`` (not on this machine: its config.json is a stand-in, cluster.model_config)."""
     solver = ModelConfig(name="served", backend="openai_compatible", model="org/model", logprobs=True)
+    (tmp_path / "org-model-config.json").write_text(json.dumps(QWEN_LIKE))
+    cluster.setdefault("model_config", str(tmp_path / "org-model-config.json"))
     return AesConfig(solver=solver, proposer=solver, cluster=ClusterConfig(**cluster), run_dir=str(tmp_path))
 
 
@@ -150,15 +157,18 @@ def test_master_port_follows_the_job():
 # ---------------------------------------------------------------------------- commands and config
 
 def test_vllm_servers_get_their_gpus_and_the_weight_transfer_flags(tmp_path):
-    cfg = served_cfg(tmp_path, servers=2, gpus_per_server=2, extra_args=["--max-model-len", "131072"])
+    cfg = served_cfg(tmp_path, servers=2, gpus_per_server=2, extra_args=["--seed", "3"])
+    cfg.solver.context_length = 32768
     a = alloc(nodes=2, node=0)
     specs = server_specs(cfg, a, plan(cfg.cluster, a), tmp_path)
     first = specs[0]
     assert first.env["CUDA_VISIBLE_DEVICES"] == "0,1" and first.env["VLLM_SERVER_DEV_MODE"] == "1"
     cmd = " ".join(first.command)
-    assert cmd.startswith("vllm serve org/model") and "--tensor-parallel-size 2" in cmd and "--port 8000" in cmd
+    assert " -m vllm.entrypoints.launchers.api_server.entry --model org/model" in cmd
+    assert "--tensor-parallel-size 2" in cmd and "--port 8000" in cmd
     assert "--weight-transfer-config" in cmd and "--logprobs-mode processed_logprobs" in cmd
-    assert cmd.endswith("--max-model-len 131072") and "--served-model-name org/model" in cmd
+    assert "--max-model-len 32768" in cmd and "--hf-overrides" not in cmd  # within the model's 40,960 positions
+    assert "--tool-call-parser hermes" in cmd and cmd.endswith("--seed 3") and "--served-model-name org/model" in cmd
     assert first.base_url == "http://127.0.0.1:8000/v1" and first.bind_host == "127.0.0.1"
     assert first.log == tmp_path / "servers" / "server-0.log"
     pointed = with_servers(cfg, specs)
@@ -229,7 +239,12 @@ def test_cluster_cpu_experiment_is_a_served_gguf_solver():
     from aes.train.backends import SOLVER_BACKENDS
 
     assert SOLVER_BACKENDS["openai_compatible"].default_sync(cfg.solver) == "llamacpp_server"
-    assert SOLVER_BACKENDS["openai_compatible"].default_sync(compose_config(["solver=qwen"]).solver) == "vllm_server"
+    # vLLM: NCCL from a GPU trainer, the in-place reload from a CPU one (this machine)
+    expected = "vllm_server" if torch.cuda.is_available() else "vllm_reload"
+    assert SOLVER_BACKENDS["openai_compatible"].default_sync(compose_config(["solver=qwen"]).solver) == expected
+    vllm_cpu = compose_config(["experiment=cluster_vllm_cpu"])
+    assert vllm_cpu.trainer.weight_sync == "vllm_reload" and vllm_cpu.cluster.gpus_per_server == 0
+    assert SOLVER_BACKENDS["openai_compatible"].default_sync(vllm_cpu.solver) == expected  # engine vllm, not GGUF
 
 
 def test_llamacpp_weight_sync_needs_the_servers_of_this_job():

@@ -79,3 +79,69 @@ def test_a_missing_api_key_ends_in_one_message(tmp_path):
     assert "Traceback" not in out
     errors = [line for line in out.splitlines() if "ERROR" in line]
     assert len(errors) == 1 and "ANTHROPIC_API_KEY" in errors[0] and "set the environment variable" in errors[0]
+
+
+def one_error(proc: subprocess.CompletedProcess) -> str:
+    """The run's one ERROR line (and no traceback)."""
+    out = proc.stdout + proc.stderr
+    assert "Traceback" not in out, out[-3000:]
+    errors = [line for line in out.splitlines() if "ERROR" in line or line.startswith("error:")]
+    assert len(errors) == 1, out[-3000:]
+    return errors[0]
+
+
+def test_a_malformed_seed_is_one_usage_error_naming_it(tmp_path):
+    import shutil
+
+    from tests.conftest import FIXTURES
+
+    seeds = tmp_path / "seeds"
+    shutil.copytree(FIXTURES.parent / "flywheel_seeds" / "coin-a", seeds / "coin-a")
+    shutil.copytree(FIXTURES / "malformed-toml", seeds / "broken-seed")
+    proc = run_entry("aes.run", "experiment=simulated", f"domain.seeds={seeds}", f"hydra.run.dir={tmp_path / 'run'}")
+    line = one_error(proc)
+    assert proc.returncode == 2
+    assert f"seed task {seeds / 'broken-seed'} cannot be loaded (task_toml.syntax)" in line
+    assert "task.toml" in line and "domain.seeds=" in line
+    assert not (tmp_path / "run" / "pool").exists()  # stopped before anything was seeded
+
+
+@pytest.mark.parametrize("mode", ["validate", "eval", "rollout", "calibrate"])
+def test_an_empty_tasks_dir_is_one_usage_error(tmp_path, mode):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("no task here\n")
+    proc = run_entry("aes.run", f"mode={mode}", f"tasks={tmp_path / 'empty'}", "solver=tiny",
+                     f"hydra.run.dir={tmp_path / 'run'}")
+    line = one_error(proc)
+    assert proc.returncode == 2 and f"tasks={tmp_path / 'empty'}: no task there" in line and "task.toml" in line
+
+
+@pytest.mark.parametrize("args,key", [(["tasks=/nonexistent"], "tasks"), (["k=3"], "k"),
+                                       (["mode=validate", "assignments=2"], "assignments"),
+                                       (["mode=generate", "attempts=2"], "attempts")])
+def test_an_argument_the_mode_does_not_read_is_refused(tmp_path, args, key):
+    proc = run_entry("aes.run", *args, f"hydra.run.dir={tmp_path / 'run'}")
+    line = one_error(proc)
+    assert proc.returncode == 2 and f"{key}= is not read by mode=" in line and "only by mode=" in line
+
+
+@pytest.mark.docker
+def test_validate_with_an_invalid_task_ends_in_a_verdict_summary(sandbox, tmp_path):
+    from tests.conftest import FIXTURES
+
+    proc = run_entry("aes.run", "mode=validate", f"tasks={FIXTURES / 'missing-solution'}",
+                     f"hydra.run.dir={tmp_path / 'run'}")
+    line = one_error(proc)
+    assert proc.returncode == 1
+    assert "mode=validate: 1 of 1 task(s) failed admission checks 1-4 (missing-solution)" in line
+    assert str(tmp_path / "run" / "validation.json") in line and (tmp_path / "run" / "validation.json").is_file()
+    assert "missing-solution" in proc.stdout  # the verdict table
+
+
+def test_view_of_a_dir_that_is_not_a_run_is_a_usage_error(tmp_path):
+    (tmp_path / "somewhere").mkdir()
+    (tmp_path / "somewhere" / "notes.txt").write_text("hello\n")
+    proc = run_entry("aes.cli", "view", str(tmp_path / "somewhere"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr
+    assert f"{tmp_path / 'somewhere'} is not a run dir" in proc.stderr and "config.yaml" in proc.stderr
+    assert not (tmp_path / "somewhere" / "viewer").exists()

@@ -41,8 +41,8 @@ def test_smoke_run_updates_and_records(sandbox, tmp_path):
     [update] = [r for r in rows if r["event"] == "update"]
     assert update["dppo/groups_kept"] >= 1 and update["dppo/masked_fraction"] is not None
     [round_row] = [r for r in rows if r["event"] == "round"]
-    for key in ("valid_env_rate", "admitted", "pool_size", "solver_reward_mean", "dppo/masked_fraction",
-                "cost_usd", "tokens"):
+    for key in ("valid_env_rate", "valid", "accepted", "calibrated", "entered_pool", "pool_size", "solver_reward_mean",
+                "dppo/masked_fraction", "cost_usd", "tokens"):
         assert key in round_row
     report = (run_dir / "report.html").read_text()
     for plot in ("Valid-env rate per round", "Pool size and admissions per round", "Solver reward per update"):
@@ -110,4 +110,4 @@ def test_carried_rollouts_go_on_under_the_new_policy(sandbox, tmp_path):
         versions = [s["extra"]["policy_version"] for s in steps_]
         assert versions == sorted(versions)  # a carried attempt only moves forward in policy
         spans.append(versions[-1] - versions[0] if versions else 0)
-    assert max(spans) <= 2  # flywheel.carry_max_updates
+    assert spans and max(spans) <= 2  # flywheel.carry_max_updates (an attempt spanning an update: tests/test_carried.py)

@@ -86,7 +86,8 @@ def test_every_env_a_refresh_retires_is_replaced_and_the_pool_recovers(run):
         if answer is None:  # the run ended first: the retirees are still queued
             assert len(flywheel.pool.get_meta("flywheel.replacements", [])) == refresh["retired"]
             continue
-        before = rounds[answer["round"] - 1]["pool_size"]  # the pool at that generation's start
+        # the pool at that generation's assignments: the round before, and the envs that had waited for room
+        before = rounds[answer["round"] - 1]["pool_size"] + answer["entered_pool/after_waiting"]
         capacity = -(-max(fw.pool_size - before, 0) // fw.proposer_samples)
         wanted = replacement_assignments(refresh["retired"], fw.replacements_per_retired, fw.proposer_samples)
         assert refresh["replacements"] == wanted
@@ -232,3 +233,19 @@ def test_hinted_evaluation_training_retired_and_stale_rollouts_never_train_again
         assert flywheel.unused_groups()[0] == []  # each batch trains once
     finally:
         flywheel.close()
+
+
+def test_the_pool_never_holds_more_than_its_size(run):
+    """flywheel.pool_size is a cap, reached in this run (generations open ceil(room / proposer_samples)
+    assignments of 2 episodes each, so one episode too many can land in the band): envs that find the pool
+    full wait; each round counts its entries apart from what passed the checks (the store's own cap is
+    tested with episodes admitting at once in tests/test_pool.py)."""
+    cfg, _, flywheel, rows, _ = run
+    fw = cfg.flywheel
+    rounds = [r for r in rows if r["event"] == "round"]
+    assert max(r["pool_size"] for r in rounds) == fw.pool_size  # the cap was reached ...
+    assert all(r["pool_size"] <= fw.pool_size for r in rounds)  # ... and never passed
+    assert len(flywheel.pool.envs("admitted")) <= fw.pool_size
+    for r in rounds:
+        assert r["valid"] >= r["accepted"] >= r["calibrated"] and r["entered_pool"] >= 0
+    assert sum(r["entered_pool"] for r in rounds) == flywheel.pool.ever_admitted()

@@ -2,7 +2,8 @@
 
 ``tests/fixtures/model_responses/*.json`` hold one response each: ``status``, ``headers``
 and ``body`` as the real API sends them (Anthropic Messages, OpenAI chat.completions,
-vLLM's OpenAI server). No network and no Docker; the whole file runs in a few seconds.
+vLLM's OpenAI server); the server is :mod:`tests.replay`. No network and no Docker; the
+whole file runs in a few seconds.
 A server that cannot serve (refused connection, 5xx after the retries, a refused key) must
 raise ``ModelUnavailable`` naming its address; the request's own errors stay ``ModelError``.
 """
@@ -12,10 +13,7 @@ from __future__ import annotations
 import json
 import random
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,87 +30,25 @@ from aes.models import (
     build_model,
     check_models,
 )
+from tests.replay import ReplayServer, offline, recorded, replay_server
 
 anthropic_client = pytest.importorskip("aes.models.anthropic_client")
 openai_client = pytest.importorskip("aes.models.openai_client")
 AnthropicChat = anthropic_client.AnthropicChat
 OpenAIChat = openai_client.OpenAIChat
 
-RESPONSES = Path(__file__).parent / "fixtures" / "model_responses"
 KEY_ENV = "AES_TEST_MODEL_KEY"
-
-
-def recorded(name: str) -> dict[str, Any]:
-    return json.loads((RESPONSES / f"{name}.json").read_text())
-
-
-class ReplayServer:
-    """Answers each request (POST or GET) with the next scripted response and records what it received."""
-
-    def __init__(self) -> None:
-        self.script: list[dict[str, Any]] = []
-        self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-                with server._lock:
-                    server.requests.append({"path": self.path,
-                                            "headers": {k.lower(): v for k, v in self.headers.items()},
-                                            "body": json.loads(raw or b"null")})
-                    reply = server.script.pop(0) if server.script else {
-                        "status": 500, "headers": {}, "body": {"error": {"message": "replay script exhausted"}}}
-                if reply.get("delay"):
-                    time.sleep(reply["delay"])
-                data = json.dumps(reply["body"]).encode()
-                try:
-                    self.send_response(reply["status"])
-                    for key, value in reply.get("headers", {}).items():
-                        if key.lower() != "content-length":
-                            self.send_header(key, value)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:  # the client gave up (timeout test)
-                    pass
-
-            do_GET = do_POST  # noqa: N815 - health checks list the models
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.01},
-                                       daemon=True)
-
-    def push(self, *replies: str | dict[str, Any]) -> None:
-        """Queue replies: fixture names or envelopes ``{"status", "headers", "body"[, "delay"]}``."""
-        self.script.extend(recorded(r) if isinstance(r, str) else r for r in replies)
-
-    @property
-    def bodies(self) -> list[Any]:
-        return [r["body"] for r in self.requests]
 
 
 @pytest.fixture
 def server():
-    srv = ReplayServer()
-    srv.thread.start()
-    yield srv
-    srv.httpd.shutdown()
-    srv.httpd.server_close()
+    with replay_server() as srv:
+        yield srv
 
 
 @pytest.fixture(autouse=True)
 def _env(monkeypatch):
-    monkeypatch.setenv(KEY_ENV, "sk-test-123")
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    offline(monkeypatch, KEY_ENV)
 
 
 @pytest.fixture
@@ -210,7 +146,8 @@ def test_anthropic_request_conversion_and_parsed_result(server):
         1523 + 2048, 87, 2048)
     assert result.cost_usd == pytest.approx((3571 * 3.0 + 87 * 15.0) / 1e6)
     assert budget.summary() == {"cost_usd": pytest.approx(result.cost_usd), "tokens": 3571 + 87,
-                                "model_calls": 1}
+                                "model_calls": 1, "reasoning_tokens": 0, "reasoning_cost_usd": 0.0,
+                                "cached_tokens": 2048, "cache_write_tokens": 0}
     assert result.prompt_token_ids is None and not model.supports_token_ids
     model.close()
 
@@ -634,7 +571,195 @@ def test_build_model_from_config_files(server):
     assert isinstance(solver, OpenAIChat) and solver.supports_token_ids
     server.push("anthropic_tool_use", "vllm_logprobs_token_ids")
     assert proposer.chat([{"role": "user", "content": "hi"}]).cost_usd == pytest.approx(
-        (3571 * 3.0 + 87 * 15.0) / 1e6)
+        (1523 * 3.0 + 2048 * 0.3 + 87 * 15.0) / 1e6)  # the cache reads at claude.yaml's cached price
     assert solver.chat([{"role": "user", "content": "hi"}]).completion_token_ids
     assert server.bodies[0]["model"] == cfg.proposer.model
     assert server.bodies[1]["model"] == "Qwen/Qwen3.5-9B" and server.bodies[1]["logprobs"] is True
+
+
+# ---------------------------------------------------------------- what a model accepts (issue 26 item 5)
+
+
+def shipped(name: str, server: ReplayServer, *overrides: str):
+    """The model of ``conf/proposer/<name>.yaml``, pointed at the replay server."""
+    from aes.config import compose_config
+
+    url = server.url + ("/v1" if name != "claude" else "")
+    key = "base_url" if name == "qwen" else "+base_url"
+    cfg = compose_config([f"proposer={name}", f"{key.replace('base_url', 'proposer.base_url')}={url}",
+                          f"proposer.api_key_env={KEY_ENV}", *overrides])
+    return cfg, build_model(cfg.proposer)
+
+
+def openai_reply(text: str, usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A chat.completion with a text answer, as the API sends it."""
+    return {"status": 200, "headers": {"content-type": "application/json", "x-request-id": "req_5b9e2f"},
+            "body": {"id": "chatcmpl-CRv8tQ1zX4mN6pL2", "object": "chat.completion", "created": 1760000000,
+                     "model": "gpt-5-2025-08-07",
+                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None,
+                                                          "annotations": []},
+                                  "logprobs": None, "finish_reason": "stop"}],
+                     "usage": usage or {"prompt_tokens": 2900, "completion_tokens": 1480, "total_tokens": 4380,
+                                        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+                                        "completion_tokens_details": {"reasoning_tokens": 1216, "audio_tokens": 0,
+                                                                      "accepted_prediction_tokens": 0,
+                                                                      "rejected_prediction_tokens": 0}},
+                     "service_tier": "default", "system_fingerprint": None}}
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_the_review_sends_no_parameter_the_model_rejects(server, declared):
+    """gpt.yaml declares temperature unsupported; the API (played by ``rejects``) answers a request
+    carrying one other than its default with a 400. Undeclared, with a temperature of 0.7 configured,
+    every task fails review as review.grader_error."""
+    from aes.admission.review import Reviewer
+    from tests.conftest import FIXTURES
+
+    cfg, grader = shipped("gpt", server, "proposer.temperature=0.7",
+                          *([] if declared else ["proposer.unsupported_params=[]"]))
+    server.rejects["temperature"] = recorded("openai_temperature_400")
+    verdict = json.dumps({"criteria": [{"name": c.name, "pass": True, "reason": "fine"}
+                                       for c in cfg.admission.rubric_for("terminal")]})
+    server.push(openai_reply(verdict))
+    review = Reviewer(grader, cfg.admission, "terminal").review(FIXTURES / "good")
+    (body,) = server.bodies
+    if not declared:
+        assert body["temperature"] == 0.7  # the config's (the review asks for none of its own)
+        assert [r.code for r in review.reasons] == ["review.grader_error"] and "temperature" in review.reasons[0].message
+        return
+    assert review.passed and "temperature" not in body
+    # the verdict's budget is review_max_tokens; the reasoning comes on top of it
+    assert body["max_completion_tokens"] == cfg.admission.review_max_tokens + 16384
+    assert body["reasoning_effort"] == "medium" and "tools" not in body and "parallel_tool_calls" not in body
+    assert review.tokens == 2900 + 1480
+    assert grader.budget.summary()["reasoning_tokens"] == 1216
+
+
+def test_the_hil_judge_sends_no_temperature(server):
+    from aes.hil.blockers import Blocker
+    from aes.hil.human import ModelJudge
+
+    _, model = shipped("gpt", server)
+    server.rejects["temperature"] = recorded("openai_temperature_400")
+    server.push(openai_reply('["currency"]'))
+    blockers = [Blocker(id="currency", type="missing_parameters", topic="the currency of the totals", answer="EUR",
+                        keywords=("currency",))]
+    assert ModelJudge(model, "Match questions to blockers.").match("Which currency?", blockers) == ["currency"]
+    assert "temperature" not in server.bodies[0]
+
+
+def test_a_temperature_a_caller_asks_for_is_dropped_where_the_model_rejects_it(server):
+    server.rejects["temperature"] = recorded("openai_temperature_400")
+    server.push(openai_reply("ok"))
+    _, declared = shipped("gpt", server)
+    assert declared.chat([{"role": "user", "content": "hi"}], temperature=0.0).text == "ok"
+    _, undeclared = shipped("gpt", server, "proposer.unsupported_params=[]")
+    with pytest.raises(ModelError, match="Unsupported value: 'temperature'"):
+        undeclared.chat([{"role": "user", "content": "hi"}], temperature=0.0)
+    assert "temperature" not in server.bodies[0] and server.bodies[1]["temperature"] == 0.0
+
+
+def test_anthropic_request_follows_the_model_config(server):
+    _, claude_model = shipped("claude", server)
+    body = claude_model.request_params(CONVERSATION, [BASH], 1000)
+    assert body["max_tokens"] == 1000 + 16384  # thinking counts in max_tokens: it comes on top
+    assert body["thinking"] == {"type": "adaptive"} and body["cache_control"] == {"type": "ephemeral"}
+    assert body["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+    assert "temperature" not in body and "output_config" not in body
+    assert "tool_choice" not in claude_model.request_params(CONVERSATION, None, 1000)  # no tools, no choice
+    _, other = shipped("claude", server, "proposer.unsupported_params=[temperature,thinking,prompt_cache]",
+                       "proposer.parallel_tool_calls=true", "proposer.reasoning_effort=high",
+                       "proposer.thinking=enabled", "proposer.reasoning_tokens=2048")
+    body = other.request_params(CONVERSATION, [BASH], 1000)
+    assert "thinking" not in body and "cache_control" not in body and "tool_choice" not in body
+    assert body["output_config"] == {"effort": "high"} and body["max_tokens"] == 3048
+    _, enabled = shipped("claude", server, "proposer.thinking=enabled", "proposer.reasoning_tokens=2048")
+    assert enabled.request_params(CONVERSATION, [BASH], 1000)["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
+def test_openai_request_follows_the_model_config(server):
+    _, gpt_model = shipped("gpt", server)
+    body = gpt_model.request_params(CONVERSATION, [BASH], 1000, 0.0)
+    assert "temperature" not in body and body["parallel_tool_calls"] is False
+    assert body["max_completion_tokens"] == 1000 + 16384 and body["reasoning_effort"] == "medium"
+    assert "parallel_tool_calls" not in gpt_model.request_params(CONVERSATION, None, 1000, 0.0)
+    _, other = shipped("gpt", server, "proposer.unsupported_params=[parallel_tool_calls,reasoning_effort]")
+    body = other.request_params(CONVERSATION, [BASH], 1000, 0.0)
+    assert body["temperature"] == 0.0 and "parallel_tool_calls" not in body and "reasoning_effort" not in body
+    _, qwen_model = shipped("qwen", server)  # vLLM: the policy's parallel calls are all run, none filtered
+    body = qwen_model.request_params(CONVERSATION, [BASH], 1000, 0.7)
+    assert "parallel_tool_calls" not in body and body["temperature"] == 0.7 and body["max_tokens"] == 1000
+
+
+def test_anthropic_thinking_usage_and_cache_prices(server):
+    server.push("anthropic_thinking_tool_use", "anthropic_tool_use")
+    _, model = shipped("claude", server)
+    messages = [{"role": "system", "content": "You build tasks."}, {"role": "user", "content": "Start."}]
+    result = model.chat(messages, tools=[BASH])
+    rec = recorded("anthropic_thinking_tool_use")["body"]
+    assert result.reasoning == rec["content"][0]["thinking"]
+    assert result.text == "First the assignment and the parent task."
+    usage = result.usage
+    assert (usage.prompt_tokens, usage.cached_tokens, usage.cache_write_tokens) == (412 + 1536 + 3688, 1536, 3688)
+    assert (usage.completion_tokens, usage.reasoning_tokens, usage.context) == (318, 241, 412 + 1536 + 3688 + 318 - 241)
+    # claude.yaml: input 3.0, cache reads 0.3, cache writes 3.75, output 15.0 (thinking billed as output)
+    assert result.cost_usd == pytest.approx((412 * 3.0 + 1536 * 0.3 + 3688 * 3.75 + 318 * 15.0) / 1e6)
+    assert result.reasoning_cost_usd == pytest.approx(241 * 15.0 / 1e6)
+    # the next turn sends the signed thinking block back, unchanged, ahead of the text and the call
+    messages += [{"role": "assistant", "content": result.text, "reasoning_blocks": result.reasoning_blocks,
+                  "tool_calls": [result.tool_calls[0].__dict__]},
+                 {"role": "tool", "tool_call_id": result.tool_calls[0].id, "content": "# Assignment ..."}]
+    model.chat(messages, tools=[BASH])
+    assistant = server.bodies[1]["messages"][1]
+    assert assistant["content"][0] == rec["content"][0]
+    assert [b["type"] for b in assistant["content"]] == ["thinking", "text", "tool_use"]
+    assert model.budget.summary()["cache_write_tokens"] == 3688 and model.budget.summary()["reasoning_tokens"] == 241
+
+
+def test_openai_reasoning_and_cached_tokens_apart(server):
+    server.push("openai_tool_calls", openai_reply("ok", {
+        "prompt_tokens": 5000, "completion_tokens": 300, "total_tokens": 5300,
+        "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 4096},
+        "completion_tokens_details": {"reasoning_tokens": 256}}))
+    _, model = shipped("gpt", server)
+    result = model.chat([{"role": "user", "content": "hi"}], tools=[BASH])
+    assert (result.usage.cached_tokens, result.usage.reasoning_tokens) == (1664, 384)
+    assert result.usage.context == 1830 + 412 - 384  # reasoning is not carried into the next prompt
+    # gpt.yaml: input 1.25, cached input 0.125, output 10.0
+    assert result.cost_usd == pytest.approx((166 * 1.25 + 1664 * 0.125 + 412 * 10.0) / 1e6)
+    assert result.reasoning_cost_usd == pytest.approx(384 * 10.0 / 1e6)
+    written = model.chat([{"role": "user", "content": "hi"}]).usage
+    assert written.cache_write_tokens == 4096  # no write price set: written tokens at the input price
+
+
+@pytest.mark.parametrize("overrides,match", [
+    (["proposer.unsupported_params=[top_k]"], "unsupported_params names top_k"),
+    (["proposer.thinking=enabled", "proposer.reasoning_tokens=512"], "at least 1024"),
+    (["proposer.reasoning_effort=extreme"], "reasoning_effort must be one of"),
+    (["proposer.thinking=sometimes"], "thinking must be adaptive"),
+])
+def test_request_settings_are_checked(server, overrides, match):
+    from aes.config import ConfigError
+
+    with pytest.raises(ConfigError, match=match):
+        shipped("claude", server, *overrides)
+
+
+def test_anthropic_effort_values_are_its_own(server):
+    from aes.config import ConfigError
+
+    with pytest.raises(ConfigError, match="backend anthropic.*reasoning_effort must be one of low"):
+        shipped("claude", server, "proposer.reasoning_effort=minimal")
+
+
+def test_a_ray_workers_usage_adds_its_parts_to_the_runs_budget(server):
+    """A trial on a Ray worker charges its model's budget summary to the driver's, parts included."""
+    from aes.sandbox.ray_executor import _charge
+
+    server.push("anthropic_thinking_tool_use")
+    _, worker = shipped("claude", server)
+    worker.chat([{"role": "user", "content": "hi"}])
+    driver = RunBudget()
+    _charge(driver, worker.budget.summary())
+    assert driver.summary() == pytest.approx(worker.budget.summary())
+    assert driver.summary()["cache_write_tokens"] == 3688 and driver.summary()["reasoning_tokens"] == 241

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 
 import pytest
 
@@ -99,3 +100,31 @@ def test_kill_9_at_random_points_loses_and_duplicates_nothing(tmp_path):
         hashes = [e.content_hash for e in pool.envs()]
         assert len(hashes) == len(set(hashes)) <= 40  # no duplicates
     assert admitted_seen, "the writer never got far enough; the test proved nothing"
+
+
+def test_the_pool_never_admits_past_its_capacity(tmp_path):
+    """Episodes admitting at once (threads, as harness.episodes_at_once runs them) never overshoot the
+    cap: the count and the change are one transaction; the rest wait (calibrated) for room."""
+    import threading
+
+    pool = PoolStore(tmp_path / "pool", capacity=3)
+    seed, _ = pool.add(make_task(tmp_path, "seed"), name="seed", status="admitted", source="seed")
+    envs = []
+    for i in range(6):
+        env, _ = pool.add(make_task(tmp_path, f"t{i}", instruction=f"Task {i}.\n"), name=f"t{i}")
+        pool.set_status(env.env_id, "valid")
+        pool.set_status(env.env_id, "calibrated", mean_reward=0.5, std_reward=0.2)
+        envs.append(env)
+    got: dict[str, str] = {}
+    threads = [threading.Thread(target=lambda e=e: got.__setitem__(e.env_id, pool.set_status(e.env_id, "admitted")))
+               for e in envs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(pool.envs("admitted")) == 3 and sorted(Counter(got.values()).items()) == [("admitted", 2),
+                                                                                         ("calibrated", 4)]
+    assert pool.ever_admitted() == 2  # seeds do not count as entries from the proposer
+    pool.set_status(next(e for e, s in got.items() if s == "admitted"), "retired")
+    assert len(pool.admit_waiting()) == 1 and len(pool.envs("admitted")) == 3 and len(pool.envs("calibrated")) == 3
+    assert pool.ever_admitted() == 3

@@ -67,10 +67,26 @@ def test_every_attempt_of_calibration_parent_rollouts_and_eval_is_a_line(simulat
     [start] = _matching(simulated_log, rf"^{head}: \d+ attempt\(s\) on \d+ env\(s\) starting$")[:1]
     total = int(re.search(r": (\d+) attempt", start).group(1))
     lines = _matching(simulated_log, rf"^{head}: \S+ attempt \d+/{attempts}: reward \d\.\d\d \(\S+, \d+\.\d s\); "
-                                     r"\d+ of \d+ done$")
-    assert len(lines) >= total and any(line.endswith(f"; {total} of {total} done") for line in lines)
+                                     r"\d+/\d+ done(, ~\d+(\.\d)? (s|min|h) left)?$")
+    assert len(lines) >= total and any(line.endswith(f"; {total}/{total} done") for line in lines)
+    assert any(re.search(r"; \d+/\d+ done, ~\d+(\.\d)? (s|min|h) left$", line) for line in lines)  # the time left
     assert _matching(simulated_log, rf"^{head}: {total} attempt\(s\) done in \d+\.\d s, mean reward \d\.\d+, "
                                     r"0 without a reward$")
+
+
+def test_the_proposer_generation_counts_its_episodes(simulated_log):
+    assert _matching(simulated_log, r"^generation 1: proposer episodes 1/1 done$")
+
+
+def test_time_left_is_the_pace_so_far_times_what_is_left(monkeypatch):
+    from aes.report import progress
+
+    clock = iter([100.0, 160.0, 220.0])
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    p = progress.Progress(5)  # starts at 100
+    assert p.step() == "1/5 done, ~4 min left"  # 60 s for the first of 5
+    assert p.step(3) == "4/5 done, ~30 s left"  # 120 s for 4: 30 s each
+    assert progress.remaining(5401) == "1.5 h" and progress.remaining(61) == "2 min" and progress.remaining(0.2) == "1 s"
 
 
 @pytest.mark.docker

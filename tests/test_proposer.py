@@ -18,7 +18,7 @@ from aes.proposer.assignments import HARDER, SIMPLER, make_assignments
 from aes.proposer.files import DraftError, parse_files, render_files
 from aes.rollout import RolloutRunner
 from aes.sandbox import TrialRunner
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, REPO
 from tests.test_agent import Scripted, reply
 
 
@@ -44,15 +44,87 @@ def test_review_verdict_parsing(cfg, tmp_path):
     assert parse_verdict("no json here") is None
     text = 'Sure. {"criteria": [{"name": "a", "pass": true}]} trailing'
     assert parse_verdict(text) == [{"name": "a", "pass": True}]
-    names = [c.name for c in cfg.admission.rubric]
+    rubric = cfg.admission.rubric_for("terminal")
+    names = [c.name for c in rubric]
     verdict = {"criteria": [{"name": n, "pass": True, "reason": "ok"} for n in names[1:]]
                + [{"name": names[0], "pass": False, "reason": "tests check a file the instruction never names"}]}
     grader = Scripted([reply(json.dumps(verdict))])
     result = Reviewer(grader, cfg.admission).review(FIXTURES / "good")
     assert not result.passed
-    assert [str(r) for r in result.reasons] == [f"review.{names[0]}: tests check a file the instruction never names"]
+    assert [str(r) for r in result.reasons] == [f"review.{names[0]}: tests check a file the instruction never names "
+                                                f"(the criterion: {rubric[0].requirement})"]
     garbage = Reviewer(Scripted([reply("lol"), reply("still no")]), cfg.admission).review(FIXTURES / "good")
     assert [r.code for r in garbage.reasons] == ["review.unparseable"]
+
+
+def test_failure_label_names_the_first_step_the_attempts_did_not_reach():
+    """Real verifier output of the embedded solver: with no output file every test errored (the first
+    FAILED line names a later check); the label names the missing file, not that test."""
+    from aes.rollout import failure_signature
+
+    runs = REPO / "tests/fixtures/runs/embedded/trajectories"
+    missing = json.loads((runs / "aes-contacts-cleanup-bf399bf3/local/u0000-g0-assign/0.json").read_text())["extra"]
+    assert "FAILED test_outputs.py::test_summary" in missing["verifier_stdout"]  # what the old label named
+    assert failure_signature(missing["reward"], "ok", "format_errors", missing["verifier_stdout"]) == \
+        "no output file /app/data/contacts_clean.csv (agent: format_errors)"
+    partial = json.loads((runs / "aes-starter-echo-e5d12134/local/u0000-s00000-train/0.json").read_text())["extra"]
+    assert partial["reward"] > 0  # some tests passed: the first failed one is the step not reached
+    assert failure_signature(partial["reward"], "ok", "max_turns", partial["verifier_stdout"]) == \
+        "test_file_is_exactly_hello_and_newline failed (agent: max_turns)"
+    errored = ("ERROR test_outputs.py::test_a - ModuleNotFoundError: No module named 'report'\n"
+               "ERROR test_outputs.py::test_b - ModuleNotFoundError: No module named 'report'\n2 errors in 0.1s\n")
+    assert failure_signature(0.0, "ok", None, errored) == "module report not importable"
+    other = "FAILED test_outputs.py::test_a - assert 1 == 2\nFAILED test_outputs.py::test_b\n2 failed in 0.1s\n"
+    assert failure_signature(0.0, "ok", "done", other) == "no test passed (first: test_a) (agent: done)"
+
+
+def test_assignment_describes_the_solver_from_the_config():
+    from aes.config import compose_config
+    from aes.proposer.assignments import SolverProfile
+
+    cfg = compose_config(["solver=local", "agent.max_turns=7", "solver.max_tokens=333",
+                          "sandbox.default_agent_timeout_sec=450"])
+    row = {"env_id": "a", "mean": 0.0, "rewards": [0.0, None], "most_common_failure": "no output file /app/x",
+           "failures": {"no output file /app/x": 1}}
+    [a] = make_assignments([("a", "t/a")], [row], "local", 0, SolverProfile.from_config(cfg))
+    text = a.brief()
+    for fact in ("model: smollm2-135m-instruct", "at most 7 turns", "at most 333 generated tokens",
+                 f"{cfg.solver.context_length:,} tokens of context", "(450 s when the task gives none",
+                 f"at most {cfg.agent.observation_chars:,} characters", "attempts: 0.00, no verdict",
+                 "the first step the attempts did not reach): no output file /app/x"):
+        assert fact in text, fact
+    assert "model: smollm2" in a.brief(solver_feedback=False) and "no output file" not in a.brief(solver_feedback=False)
+    from aes.proposer.assignments import Assignment
+
+    assert Assignment(**a.to_dict()).brief() == text  # a resumed generation reads the same brief
+
+
+def test_review_rubrics_are_per_domain_hil_aware_and_a_rejection_names_the_criterion(cfg):
+    """The grader of a human-in-the-loop task sees its blocker registry, is told the instruction
+    withholds those details on purpose, and grades the domain's criteria (Harbor's functional
+    verification, determinism, novelty, difficulty included) with the parent in view."""
+    hil_seeds = REPO / "aes/domains/hil/seeds"
+    task, parent = hil_seeds / "late-fee-policy", hil_seeds / "churn-risk-report"
+    rubric = {c.name: c for c in cfg.admission.rubric_for("hil")}
+    shared = {c.name: c for c in cfg.admission.rubric}
+    assert {"functional_verification", "deterministic", "novel", "difficulty", "checks_gated_on_content",
+            "no_test_leak", "blockers_sound"} <= set(rubric)
+    for name in ("instruction_covers_tests", "output_schema_explicit"):  # would fail every correct HiL task
+        assert rubric[name].requirement != shared[name].requirement and "blockers.json" in rubric[name].requirement
+    assert "blockers_sound" not in {c.name for c in cfg.admission.rubric_for("terminal")}
+    verdict = {"criteria": [{"name": n, "pass": n != "novel", "reason": "same steps as the parent"} for n in rubric]}
+    grader = Scripted([reply(json.dumps(verdict))])
+    result = Reviewer(grader, cfg.admission, "hil").review(task, parent)
+    system, prompt = grader.seen[0][0]["content"], grader.seen[0][1]["content"]
+    assert "withholds on purpose" in system and "--- blockers.json ---" in prompt
+    assert (task / "blockers.json").read_text()[:200] in prompt
+    assert "--- parent instruction.md ---" in prompt and (parent / "instruction.md").read_text()[:100] in prompt
+    assert rubric["instruction_covers_tests"].requirement in prompt
+    assert [r.code for r in result.reasons] == ["review.novel"] and rubric["novel"].requirement in str(result.reasons[0])
+    Reviewer(Scripted([reply("{}")] * 2), cfg.admission).review(FIXTURES / "good")
+    terminal = Scripted([reply("no")] * 2)
+    Reviewer(terminal, cfg.admission).review(FIXTURES / "good")
+    assert "withholds" not in terminal.seen[0][0]["content"] and "No parent task is shown" in terminal.seen[0][1]["content"]
 
 
 def test_assignments_follow_the_solver():
@@ -82,17 +154,19 @@ def test_parents_rotate_least_used_first(stack_factory, tmp_path):
 
 # -- whole episodes (Docker) ---------------------------------------------------------------
 
-def good_task_reply(tmp_path, variant: str = "") -> str:
+def good_task_reply(tmp_path, variant: str = "", readme: bool = False) -> str:
     src = tmp_path / f"good{variant}"
     shutil.copytree(FIXTURES / "good", src)
-    (src / "README").unlink()
+    if not readme:
+        (src / "README").unlink()
     if variant:
         (src / "instruction.md").write_text((src / "instruction.md").read_text() + f"\n{variant}\n")
     return "Here is the task.\n" + render_files(src, 100_000)
 
 
 def passing_review(cfg) -> str:
-    return json.dumps({"criteria": [{"name": c.name, "pass": True, "reason": "fine"} for c in cfg.admission.rubric]})
+    return json.dumps({"criteria": [{"name": c.name, "pass": True, "reason": "fine"}
+                                    for c in cfg.admission.rubric_for(cfg.domain.name)]})
 
 
 SOLVE = [reply("```bash\necho 42 > /app/answer.txt\n```"), reply("DONE")]
@@ -124,8 +198,9 @@ def test_prompt_episode_admits_a_good_task(stack_factory, cfg, tmp_path):
     from aes.proposer.generate import run_assignments, seed_pool, summarize
     from aes.proposer.assignments import Assignment
 
-    # proposer: the task files, then the review verdict; solver: 2 of 4 calibration attempts solve
-    stack = stack_factory([reply(good_task_reply(tmp_path)), reply(passing_review(cfg))],
+    # proposer: the task files (and a README beside them, outside the task layout), then the review
+    # verdict; solver: 2 of 4 calibration attempts solve
+    stack = stack_factory([reply(good_task_reply(tmp_path, readme=True)), reply(passing_review(cfg))],
                           SOLVE + GIVE_UP + SOLVE + GIVE_UP)
     seed_pool(stack)
     parent = stack.pool.envs("admitted")[0]
@@ -137,8 +212,37 @@ def test_prompt_episode_admits_a_good_task(stack_factory, cfg, tmp_path):
     assert stages == ["checks_1_4", "decontam_review", "calibration"]
     trajectory = json.loads(open(result.trajectory_path).read())
     assert trajectory["extra"]["outcome"] == "admitted"
+    assert "the block 'README' was ignored: not inside the task layout" in trajectory["extra"]["note"]
+    assert not (stack.pool.get(result.env_id).path / "README").exists()
+    review_prompt = stack.proposer.seen[1][1]["content"]
+    assert f"--- parent instruction.md ---\n{(parent.path / 'instruction.md').read_text()[:60]}" in review_prompt
     summary = summarize([result])
-    assert summary["valid_env_rate"] == 1.0 and summary["admitted"] == 1
+    assert summary["valid_env_rate"] == 1.0 and summary["accepted"] == 1
+
+
+@pytest.mark.docker
+def test_prompt_feedback_is_told_what_its_reply_lost_and_gets_its_rounds(stack_factory, cfg, tmp_path):
+    """A reply cut at max_tokens inside a file loses that file (and says so); a reply without files is a
+    feedback round too; the third reply is built, runs clean and is handed in."""
+    from dataclasses import replace
+
+    from aes.proposer.assignments import Assignment
+    from aes.proposer.generate import run_assignments, seed_pool
+
+    good = good_task_reply(tmp_path)
+    cut = replace(reply(good[:good.index('<file path="tests/test_outputs.py">') + 60]), finish_reason="length")
+    stack = stack_factory([cut, reply("Sorry, here is my plan."), reply(good), reply(passing_review(cfg))],
+                          GIVE_UP * 4, harness="prompt_feedback")
+    stack.cfg.harness.max_revisions = 0
+    seed_pool(stack)
+    parent = stack.pool.envs("admitted")[0]
+    [result] = run_assignments(stack, [Assignment(parent.env_id, parent.name, "scripted", 0.0, None, SIMPLER)])
+    told = [seen[-1]["content"] for seen in stack.proposer.seen]
+    assert told[1].startswith("About your last reply: 'tests/test_outputs.py' was not written: the reply was cut "
+                              "at the token limit (max_tokens) inside it")
+    assert "I built and ran your draft" in told[1] and "static." in told[1]  # the half draft was built and judged
+    assert told[2].startswith("Your reply gave no task: the reply held no <file> blocks")
+    assert result.checks_1_4 and result.revisions == 0 and result.failed_stages == ["calibration"]
 
 
 @pytest.mark.docker
@@ -177,6 +281,7 @@ def test_terminal_harness_workspace_tools_and_memory_across_rounds(stack_factory
         reply(fence(f"cp -r /workspace/past_environments/{parent.env_id}/. /workspace/env_001/ && "
                     "echo 'Mind the trailing newline.' >> /workspace/env_001/instruction.md")),
         reply(fence("validate env_001")),
+        reply(passing_review(cfg)),  # the review inside validate (graded by the proposer's model)
         reply(fence("echo 'lesson: copy the parent, then change one step' >> /workspace/memory/notes.md; "
                     "touch /workspace/instructions/mine; ls /var/run/docker.sock")),
         reply(fence("submit")),
@@ -185,7 +290,10 @@ def test_terminal_harness_workspace_tools_and_memory_across_rounds(stack_factory
     [first] = run_assignments(stack, [Assignment(parent.env_id, parent.name, "scripted", 0.9, None, HARDER)])
     steps = json.loads(open(first.trajectory_path).read())["steps"]
     observations = [s["observation"]["results"][0]["content"] for s in steps if s.get("observation")]
-    assert observations[1].startswith("valid: yes; oracle reward 1.0")
+    assert observations[1].startswith("valid: yes\nchecks 1-4: passed; oracle reward 1.0")
+    assert "decontamination: passed" in observations[1] and "review: passed" in observations[1]
+    # 4 agent turns, the review inside validate and admission's review, 15 tokens each: the tool's review counts
+    assert first.tokens == 15 * 6
     assert "Read-only file system" in observations[2] and "No such file" in observations[2]
     assert first.outcome == "valid" and first.failed_stages == ["calibration"]  # the solver never solves it
     assert "lesson: copy the parent" in (tmp_path / "run/proposer/memory/notes.md").read_text()

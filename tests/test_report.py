@@ -90,11 +90,11 @@ def test_episode_reasons_come_from_the_pool_verdicts(tmp_path):
     episode = RunData(run).episodes[0]
     assert episode.failed_stages == []  # no trajectory recorded it: the stage comes from the pool's verdicts
     assert (episode.outcome, episode.failed_stage) == ("valid", "calibration")
-    assert episode.reason == ("valid but not admitted: calibration: calibration.too_easy: mean reward 0.875 is above "
+    assert episode.reason == ("passed checks 1-6 but not admitted: calibration: calibration.too_easy: mean reward 0.875 is above "
                               "the band [0.25, 0.75]")
     page = write_report(run).read_text()
     text = _text(page)
-    assert "1 valid but outside the band" in text
+    assert "1 accepted but outside the band" in text
     assert "calibration.too_easy: mean reward 0.875" in text
     row = re.search(rf"<tr><td[^>]*>{aid}</td>.*?</tr>", page, re.S).group(0)
     assert "<td class=\"\">calibration</td>" in row  # the episodes table's failed-stage column
@@ -187,7 +187,7 @@ def _simulated(run_dir: Path, *overrides: str) -> Path:
 
 @pytest.mark.parametrize("overrides,why", [
     (["flywheel.assignments_per_round=0", "flywheel.refresh=false"], "flywheel.assignments_per_round is 0 (a static pool)"),
-    (["flywheel.pool_size=2", "flywheel.refresh=false"], "the pool was full (15 admitted envs, flywheel.pool_size = 2)"),
+    (["flywheel.pool_size=15", "flywheel.refresh=false"], "the pool was full (15 admitted envs, flywheel.pool_size = 15)"),
 ])
 def test_rounds_without_episodes_have_no_valid_env_rate_and_say_why(tmp_path, overrides, why):
     """No episode is no valid-env rate (None), not a 0% a plot would draw; the round row, the plot and
@@ -215,6 +215,9 @@ def test_valid_env_rate_plot_names_checks_1_to_4_and_rounds_without_episodes(tmp
                                                                      "flywheel.pool_size = 40)")
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     text = _text(write_report(run).read_text())
-    assert "valid = the finally submitted env passed admission checks 1-4" in text and "checks 1-6" not in text
+    assert "valid = the finally submitted env passed admission checks 1-4" in text
+    # "valid" means checks 1-4 wherever the report says it; passing checks 1-6 is "accepted"
+    assert re.findall(r"valid[^.;]{0,60}checks 1-(\d)", text) and set(re.findall(r"valid[^.;]{0,60}checks 1-(\d)", text)) == {"4"}
+    assert "accepted: envs that passed checks 1-6" in text
     assert ("no point for 1 round without proposer episodes (the pool was full (40 admitted envs, "
             "flywheel.pool_size = 40))") in text

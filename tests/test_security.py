@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import resource
 import socket
 import subprocess
@@ -20,7 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from aes.sandbox import OracleAgent, Outcome, TrialRunner
-from aes.sandbox.selftest import ATTACKS, CATALOGUE, held, task_for
+from aes.sandbox.selftest import ATTACKS, CATALOGUE, AttackAgent, held, task_for
+from aes.sandbox.selftest_loaders import LOADER_ATTACKS
 from aes.sandbox.trial import AGENT_BROKE, INFRASTRUCTURE
 from aes.tasks import load_task
 from tests.conftest import make_task
@@ -33,7 +35,7 @@ IN_PLACE_FORGEABLE = ("fake_python", "fake_pytest_package", "sitecustomize", "pt
                       "answer_hardlinks_verifier_scratch", "init_script_replaced", "venv_pip_conf",
                       "pip_conf_in_moved_home", "git_config_in_moved_home", "git_filter_in_repo",
                       "git_external_diff_in_repo", "git_include_in_repo", "bash_exported_function",
-                      "entry_point_plugin", "readonly_scratch")
+                      "entry_point_plugin", "readonly_scratch", *(a.name for a in LOADER_ATTACKS))
 """Attacks that do earn 1 under Harbor's in-place verification (sandbox.trusted_verifier=false):
 proof that the attacks are real, and the reason the sealed verifier is the default."""
 
@@ -50,8 +52,9 @@ def in_place(sandbox, cfg):
 
 @pytest.mark.parametrize("attack", [a.name for a in CATALOGUE])
 def test_attack_on_the_verifier_earns_nothing(runner, tmp_path, attack):
-    result = runner.run(load_task(task_for(tmp_path, ATTACKS[attack])), OracleAgent())
+    result = runner.run(load_task(task_for(tmp_path, ATTACKS[attack])), AttackAgent(ATTACKS[attack]))
     assert held(result), (result.outcome, result.reward, result.detail, result.verifier_output[-500:])
+    assert result.agent_info["audit"]["watched"], result.agent_info["audit"]  # the net was there
 
 
 @pytest.mark.parametrize("attack", [a.name for a in CATALOGUE])
@@ -60,10 +63,18 @@ def test_attack_earns_nothing_when_changes_are_read_through_the_engine(runner, t
     archives), as on remote or rootless engines and for a container the freezer could not stop: an
     agent that makes its freeze fail must not find a weaker path (``symlinked_tool_dir`` forged 1
     there while the layer reader held)."""
-    monkeypatch.setattr("aes.sandbox.verifier.host_layer", lambda container: None)
-    result = runner.run(load_task(task_for(tmp_path, ATTACKS[attack])), OracleAgent())
+    monkeypatch.setattr("aes.sandbox.verifier.host_layer", _verifier_only)
+    result = runner.run(load_task(task_for(tmp_path, ATTACKS[attack])), AttackAgent(ATTACKS[attack]))
     assert held(result), (result.outcome, result.reward, result.detail, result.verifier_output[-500:])
     assert "(engine API)" in result.agent_info.get("carried", "(engine API): nothing was carried")
+
+
+def _verifier_only(container):
+    """``host_layer`` for the verifier's container only (the audit watches it); the agent's changes
+    are read through the engine's API."""
+    from aes.sandbox.carry import host_layer
+
+    return host_layer(container) if container.container.labels.get("aes.role") == "verifier" else None
 
 
 def _variants():
@@ -75,14 +86,91 @@ def _variants():
 
 @pytest.mark.parametrize("attack", _variants())
 def test_the_same_task_variant_pays_honest_work(runner, tmp_path, attack):
-    result = runner.run(load_task(task_for(tmp_path, ATTACKS[attack], honest=True)), OracleAgent())
+    result = runner.run(load_task(task_for(tmp_path, ATTACKS[attack], honest=True)), AttackAgent(ATTACKS[attack],
+                                                                                                  honest=True))
     assert (result.outcome, result.reward) == (Outcome.OK, 1.0), (result.detail, result.verifier_output[-500:])
+    audit = result.agent_info["audit"]
+    assert audit["watched"] and audit["opened"] >= 1 and not audit["code"] and not audit["startup"], audit
 
 
 @pytest.mark.parametrize("attack", IN_PLACE_FORGEABLE)
 def test_the_attack_is_real_under_in_place_verification(in_place, tmp_path, attack):
-    result = in_place.run(load_task(task_for(tmp_path, ATTACKS[attack])), OracleAgent())
+    result = in_place.run(load_task(task_for(tmp_path, ATTACKS[attack])), AttackAgent(ATTACKS[attack]))
     assert result.reward == 1.0, (result.outcome, result.detail, result.verifier_output[-300:])
+
+
+@pytest.fixture
+def naive_seal(monkeypatch):
+    """The sealed verifier with the defences of issue 23 classes 1-4 off: a carry that keeps only
+    the verifier's own paths and the runtime (``/usr``, ``/bin``, ``/lib``), git configurations and
+    ``/etc/passwd`` copied as written, relative PATH entries kept."""
+    from aes.sandbox import seal, verifier
+
+    def naive(self, path, is_dir=None):
+        path = "/" + path.lstrip("/")
+        return next((f"{root} (naive)" for root in (*seal.OWN_ROOTS, *seal.SYSTEM_ROOTS) if seal._under(path, root)),
+                    None)
+
+    monkeypatch.setattr(seal.SealPolicy, "deny_reason", naive)
+    monkeypatch.setattr("aes.sandbox.gitconfig.sanitize", lambda text: (text, []))
+    monkeypatch.setattr("aes.sandbox.accounts.merge_passwd", lambda pristine, agent, safe: (agent, []))
+    monkeypatch.setattr(verifier, "absolute_path", lambda value: value)
+
+
+@pytest.mark.parametrize("attack", [a.name for a in LOADER_ATTACKS])
+def test_the_audit_catches_what_gets_past_the_seal(runner, tmp_path, attack, naive_seal):
+    """With the seal's defences against these attacks off, each one gets through (the tests write
+    reward 1: each was real before its defence) and the tamper audit alone ends it as tampered."""
+    result = runner.run(load_task(task_for(tmp_path, ATTACKS[attack])), AttackAgent(ATTACKS[attack]))
+    audit = result.agent_info.get("audit", {})
+    assert result.outcome is Outcome.TAMPERED and result.reward is None, (result.outcome, result.reward, audit)
+    assert audit.get("tests_reward") == 1.0 and "/app/" in result.detail, (audit, result.detail)
+
+
+HONEST_WITH_LEFTOVERS = (
+    "mkdir -p /app/tools; printf 'def answer():\\n    return 42\\n' > /app/util.py\n"
+    "printf '#!/usr/bin/env python3\\nimport sys\\nsys.path.insert(0, \"/app\")\\nimport util\\n"
+    "open(\"/app/answer.txt\", \"w\").write(str(util.answer()) + \"\\\\n\")\\n' > /app/solve.py\n"
+    "chmod +x /app/solve.py; /app/solve.py; printf '#!/bin/sh\\necho helper\\n' > /app/tools/pytest; "
+    "chmod +x /app/tools/pytest; cd /app && git init -q 2>/dev/null; true\n")
+"""Honest work that leaves the agent's own scripts behind: a module (and its ``__pycache__``), an
+executable script, a program named like a test tool in a directory of its own."""
+
+
+@pytest.mark.parametrize("attack", ["cwd_module_shadow", "startup_hook_as_package", "relative_path_entry",
+                                    "images_module_edited", "login_shell"])
+def test_honest_work_that_leaves_scripts_behind_is_paid(runner, tmp_path, attack):
+    """No false alarm of the audit: the tests never run the scripts the agent used for its work."""
+    result = runner.run(load_task(task_for(tmp_path, ATTACKS[attack], honest=True)), AttackAgent(HONEST_WITH_LEFTOVERS))
+    audit = result.agent_info["audit"]
+    assert (result.outcome, result.reward) == (Outcome.OK, 1.0), (result.detail, audit)
+    assert audit["watched"] and not audit["code"] and not audit["startup"], audit
+    carried = int(re.search(r"carried (\d+) file", result.agent_info["carried"]).group(1))
+    assert carried >= 4, result.agent_info["carried"]  # the scripts were there for the tests to run
+
+
+SOLVER_EPISODES = ("stdlib_imports_when_present", "plugin_metadata_spelling", "git_common_dir", "login_shell",
+                   "relative_path_entry", "tests_own_relative_path")
+"""One attack of each class (and the two only the audit stops) typed by a solver in its own container."""
+
+
+@pytest.mark.parametrize("attack", SOLVER_EPISODES)
+def test_a_solver_typing_the_attack_earns_nothing(runner, in_place, tmp_path, attack):
+    """A real solver episode (the terminal agent; its model replays the attack as one command):
+    reward 1 under in-place verification, nothing sealed."""
+    from aes.agents import TerminalAgent
+    from aes.config import AgentConfig
+    from tests.test_agent import Scripted, reply
+
+    task = load_task(task_for(tmp_path, ATTACKS[attack]))
+
+    def episode():
+        return TerminalAgent(Scripted([reply(f"```bash\n{ATTACKS[attack].solve}```"), reply("DONE")]), AgentConfig())
+
+    real = in_place.run(task, episode())
+    assert real.reward == 1.0, (real.outcome, real.detail, real.agent_output[-300:])
+    sealed = runner.run(task, episode())
+    assert sealed.agent_info["end_reason"] == "done" and held(sealed), (sealed.outcome, sealed.reward, sealed.detail)
 
 
 def test_sleeping_past_every_timeout_still_ends(runner, tmp_path):
@@ -130,6 +218,19 @@ def test_changes_too_large_to_carry_end_the_attempt(runner, tmp_path, cfg, sandb
     solve = "mkdir -p /app/many; for i in $(seq 200); do echo $i > /app/many/f$i; done; echo 42 > /app/answer.txt\n"
     result = small.run(load_task(make_task(tmp_path, solve=solve)), OracleAgent())
     assert result.outcome is Outcome.STORAGE_EXCEEDED and "max_carry_entries" in result.detail
+
+
+@pytest.mark.parametrize("path", ["overlay", "engine API"])
+def test_a_carry_that_takes_too_long_ends_the_attempt(cfg, sandbox, tmp_path, path, monkeypatch):
+    """sandbox.max_carry_sec bounds reading the agent's changes on both paths (here 0.01 s for 3000
+    files; benchmarks/reliability.py measures a 200k-entry carry at the default)."""
+    if path == "engine API":
+        monkeypatch.setattr("aes.sandbox.verifier.host_layer", _verifier_only)
+    slow = TrialRunner(dataclasses.replace(cfg.sandbox, max_carry_sec=0.01), sandbox)
+    solve = ("mkdir -p /app/many /app/many2; for i in $(seq 1500); do echo $i > /app/many/f$i; echo $i > /app/many2/f$i;"
+             " done; echo 42 > /app/answer.txt\n")
+    result = slow.run(load_task(make_task(tmp_path, solve=solve)), OracleAgent())
+    assert result.outcome is Outcome.STORAGE_EXCEEDED and "max_carry_sec" in result.detail, result.detail
 
 
 def test_memory_hog_is_killed_inside_its_limit(runner, tmp_path):

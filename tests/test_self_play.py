@@ -26,7 +26,7 @@ from aes.report.metrics import MetricsLogger
 from aes.rollout import AttemptRecord, EnvRollouts
 from aes.tasks import load_task
 from aes.train.episodes import PROPOSER, SOLVER
-from aes.train.policy import build_trainable_solver
+from aes.train.backends import build_trainable_solver
 from aes.train.step import train_step
 from tests.conftest import SEEDS
 

@@ -278,3 +278,41 @@ def test_context_hash_is_unchanged_by_streaming(tmp_path):
             assert tar.extractfile("sub/dir/big.bin").read() == (env / "sub" / "dir" / "big.bin").read_bytes()
             assert tar.extractfile("Dockerfile").read() == dockerfile.encode()
             assert "ignored.txt" not in tar.getnames() and tar.getmember("link").issym()
+
+
+# -- start-up variables in task.toml: they reach the tests after aes cleared the image's ----------
+
+STARTUP = [("LD_PRELOAD", "/app/libx.so"), ("LD_LIBRARY_PATH", "/app"), ("BASH_ENV", "/app/hook.sh"), ("ENV", "/tmp/x"),
+           ("PYTHONSTARTUP", "/app/s.py"), ("PYTHONPATH", "/app"), ("PYTHONHOME", "/app"), ("PATH", "/app/bin:/usr/bin"),
+           ("PATH", "/usr/bin::/bin"), ("PATH", "bin:/usr/bin"), ("NODE_OPTIONS", "--require=./h.js"), ("PERL5OPT", "-Mx"),
+           ("RUBYOPT", "-rx"), ("PYTEST_ADDOPTS", "-p x"), ("PYTEST_PLUGINS", "x"), ("GIT_CONFIG_GLOBAL", "/app/g"),
+           ("GIT_DIR", "/app/.git"), ("HOME", "/app"), ("XDG_CONFIG_HOME", "/app"), ("JAVA_TOOL_OPTIONS", "-javaagent:/a"),
+           ("PIP_FIND_LINKS", "/app"), ("PROMPT_COMMAND", "x"), ("GCONV_PATH", "/app"), ("OPENSSL_CONF", "/app/c"),
+           ("MAKEFLAGS", "SHELL=/app/x"), ("CC", "/app/cc")]
+
+
+@pytest.mark.parametrize("table", ["environment.env", "verifier.env"])
+@pytest.mark.parametrize("name,value", STARTUP)
+def test_task_toml_may_not_set_a_start_up_variable(tmp_path, table, name, value):
+    path = make_task(tmp_path, toml=f'[{table}]\n{name} = "{value}"\n')
+    reasons = check_task(load_task(path))
+    assert [r.code for r in reasons] == [f"static.startup_env.{name}"]
+    assert f"[{table}] {name}" in reasons[0].message
+
+
+@pytest.mark.parametrize("name,value", [("API_KEY", "x"), ("PATH", "/usr/local/bin:/usr/bin:/bin"), ("PYTHONUNBUFFERED", "1"),
+                                        ("PYTHONPATH", "/usr/lib/python3/dist-packages"), ("GIT_AUTHOR_NAME", "a"),
+                                        ("PYTHONDONTWRITEBYTECODE", "1"), ("DB_HOST", "127.0.0.1"), ("LANG", "C.UTF-8")])
+def test_ordinary_variables_are_kept(tmp_path, name, value):
+    path = make_task(tmp_path, toml=f'[verifier.env]\n{name} = "{value}"\n[environment.env]\n{name} = "{value}"\n')
+    assert codes(path) == []
+
+
+def test_a_variable_name_cannot_smuggle_another_variable(tmp_path):
+    path = make_task(tmp_path, toml='[environment.env]\n"LD_PRELOAD=/app/x.so#" = "1"\n[solution.env]\n"A B" = "1"\n')
+    assert codes(path) == ["static.bad_env_name", "static.bad_env_name", "static.startup_env"]
+
+
+def test_bash_function_exports_are_start_up_variables(tmp_path):
+    path = make_task(tmp_path, toml='[verifier.env]\n"BASH_FUNC_python3%%" = "() { echo 1 > /logs/verifier/reward.txt; }"\n')
+    assert codes(path) == ["static.bad_env_name", "static.startup_env"]

@@ -337,7 +337,8 @@ def test_a_vllm_push_holds_the_rollout_calls_and_counts_the_update(servers, monk
     server = ReplayServer()
     server.thread.start()
     try:
-        server.push(*["vllm_logprobs_token_ids"] * 3)
+        # 3 model calls, and each server told its new policy version (POST /update_weight_version)
+        server.push(*["vllm_logprobs_token_ids"] * (3 + servers))
         solver = qwen(server)
         if servers > 1:  # several servers: the same endpoint twice is enough for the client side
             from dataclasses import replace

@@ -77,6 +77,7 @@ def test_eval_at_matched_updates_with_the_spread_over_seeds(tmp_path, sweep):
     assert one["jobs"] == 1 and one["std"] is None  # one job: no spread claimed
     # Fig. 20: a valid-env rate for every flywheel generation; the static pool's generations ran no episode
     gens = {(r["arm"], r["generation"]): r for r in c.generation_rows}
+    assert {r["step"] for r in c.generation_rows if r["arm"] == flywheel} == {0, 2}  # at the step it ran: k = 2
     assert all(gens[(flywheel, g)]["jobs"] == 2 and gens[(flywheel, g)]["episodes"] > 0 for g in (1, 2))
     assert gens[(static, 1)]["jobs"] == 0 and gens[(static, 1)]["mean"] is None
     assert gens[(static, 1)]["idle"] == ["flywheel.assignments_per_round is 0 (a static pool)"]
@@ -90,18 +91,25 @@ def test_aes_report_writes_the_comparison_and_no_empty_table2(sweep):
     assert not (sweep / "table8.md").exists()
     assert "found: 4 run dir(s)" in proc.stdout and "4 mode=run; 3 arm(s) of mode=run jobs" in proc.stdout
     md = (sweep / "training.md").read_text()
-    assert "## Benchmark at matched update counts (Table 3)" in md and "avg@2:" in md
+    # Table 3 in the paper's layout: the solver before training, then a row per setting named in words
+    assert "## Table 3: avg@2 after 2 solver updates" in md and "| solver / setting | proposer scripted-proposer |" in md
+    assert "| scripted (update 0, before training) |" in md
+    assert "| + AutoEnvScaling; proposer interval as configured |" in md
+    assert "| + static pool (no proposer); proposer interval 1 |" in md
+    assert "flywheel.assignments_per_round=0" not in md.split("## Table 3")[1]  # no raw override strings past the arms
     assert "no episodes (flywheel.assignments_per_round is 0 (a static pool))" in md
     # the arm with proposer_interval 1 ran 2 updates only: its own updates are not matched
     assert md.count("| 0 |") >= 2 and "which not every arm reached" in md
     rows = list(csv.DictReader(open(sweep / "training.csv")))
     assert {r["metric"] for r in rows} == {"avg@2", "pass@2", "valid_env_rate"}
+    assert {r["x"] for r in rows if r["metric"] == "valid_env_rate"} == {"step"}  # Fig. 20 per solver step
     for r in rows:
         float(r["x_value"]), int(r["jobs"])
         if r["mean"]:
             assert 0.0 <= float(r["mean"]) <= 1.0
     html = (sweep / "training.html").read_text()
     assert html.count("<img ") == 1 and "data:image/png;base64," in html  # one combined figure
+    assert "<table" in html and "<pre>" not in html and "|---|" not in html  # tables as tables, not markdown
 
 
 def test_a_sweep_with_nothing_to_assemble_says_what_it_found(tmp_path):
@@ -130,5 +138,32 @@ def test_a_run_sweep_assembles_itself_at_the_end(tmp_path):
     assert "Table 3 and Fig. 20 of this sweep" in out and "Table 2 of this sweep" not in out
     assert not (sweep / "table2.md").exists()
     md = (sweep / "training.md").read_text()
-    assert "`flywheel.assignments_per_round=0`: 2 job(s)" in md and "`flywheel.assignments_per_round=3`: 2 job(s)" in md
+    assert "| static pool (no proposer) | 2 | 0, 1 | flywheel.assignments_per_round=0 |" in md
+    assert "| assignments per round 3 | 2 | 0, 1 | flywheel.assignments_per_round=3 |" in md
     assert "(n=2)" in md
+
+
+def test_the_comparison_in_a_browser(sweep, tmp_path):
+    """training.html as a reader sees it: the figure decodes, Table 3 is a table with settings named in
+    words and a column per proposer, Fig. 20's table is per solver step; no raw markdown anywhere."""
+    from tests.browser import browser_page
+
+    assemble(sweep)
+    with browser_page() as page:
+        page.goto((sweep / "training.html").as_uri())
+        widths = page.eval_on_selector_all("figure img", "els => els.map(e => e.complete ? e.naturalWidth : 0)")
+        assert len(widths) == 1 and widths[0] > 500
+        titles = page.locator("h2").all_inner_texts()
+        assert any(t.startswith("Table 3: avg@2 after 2 solver updates") for t in titles), titles
+        table3 = page.locator("h2:has-text('Table 3: avg@2') + div table, h2:has-text('Table 3: avg@2') + table").first
+        headers = table3.locator("th").all_inner_texts()
+        assert headers == ["solver / setting", "proposer scripted-proposer"]
+        first_column = table3.locator("tbody tr td:first-child").all_inner_texts()
+        assert first_column[0] == "scripted (update 0, before training)"
+        assert "+ static pool (no proposer); proposer interval 1" in first_column
+        assert not any("=" in cell for cell in first_column)  # no raw override strings
+        fig20 = page.locator("h2:has-text('Fig. 20') + table").first
+        assert fig20.locator("th").first.inner_text() == "solver step"
+        body = page.inner_text("body")
+        assert "|---|" not in body and "| solver" not in body
+        page.screenshot(path=str(tmp_path / "training.png"), full_page=True)

@@ -126,3 +126,80 @@ def test_the_agents_logs_come_out_as_plain_files_only(runner, tmp_path):
     small = TrialRunner(runner.cfg.__class__(**{**runner.cfg.__dict__, "trial_logs_max_mb": 1}), runner.sandbox)
     over = small.run(big, OracleAgent(), logs_to=tmp_path / "over")
     assert "trial_logs_max_mb" in over.logs["note"] and not (tmp_path / "over" / "agent").exists()
+
+
+# -- a malformed reward file is a reason, never an exception -------------------------------------
+
+_PY = "python3 -c"
+BAD_REWARDS = {
+    "deeply_nested": f"{_PY} \"print('[' * 300000 + ']' * 300000)\" > /logs/verifier/reward.json",
+    "huge_sparse": "truncate -s 5G /logs/verifier/reward.json",
+    "over_a_mebibyte": "head -c 2M /dev/zero | tr '\\\\0' ' ' > /logs/verifier/reward.txt",
+    "not_utf8": "printf '\\\\xff\\\\xfe1' > /logs/verifier/reward.txt",
+    "nan": "echo '{\"reward\": NaN}' > /logs/verifier/reward.json",
+    "not_an_object": "echo '[1.0]' > /logs/verifier/reward.json",
+    "huge_integer": f"{_PY} \"print('{{\\\\\"reward\\\\\": 1' + '0' * 400 + '}}')\" > /logs/verifier/reward.json",
+    "a_fifo": "mkfifo /logs/verifier/reward.json",
+    "a_directory": "mkdir /logs/verifier/reward.json",
+    "a_symlink": "echo 1 > /tmp/r; ln -s /tmp/r /logs/verifier/reward.txt",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_REWARDS))
+def test_a_malformed_reward_file_is_a_bad_reward_file(runner, tmp_path, name):
+    """Each is what a verifier (or an agent, through what the tests copy) could leave; a reward.json that
+    cannot be read never lets a reward.txt count instead."""
+    test = f"#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n{BAD_REWARDS[name]}\n"
+    if name in ("over_a_mebibyte", "not_utf8", "a_symlink"):
+        test = f"#!/bin/bash\n{BAD_REWARDS[name]}\n"
+    result = run(runner, make_task(tmp_path, test=test))
+    assert result.outcome is Outcome.BAD_REWARD_FILE and result.reward is None, (result.outcome, result.detail)
+    assert result.detail
+
+
+# -- storage is the disk a container uses ---------------------------------------------------------
+
+STORAGE_TOML = '[verifier]\ntimeout_sec = 60\n[environment]\nnetwork_mode = "no-network"\nstorage_mb = 100\n'
+
+
+def test_a_sparse_file_costs_no_storage_but_real_data_does(runner, tmp_path):
+    """Tests that fake a full disk with a 40 GiB sparse file keep their reward; 150 MiB of data written
+    past a 100 MiB limit is still killed. Measured as the engine's apparent size (the watchdog's
+    fallback, i.e. the defence off), the honest verifier is killed and the reference gets nothing."""
+    test = ("#!/bin/bash\ntruncate -s 40G /tmp/fake-full-disk\nsleep 4\n"
+            '[ "$(cat /app/answer.txt)" = 42 ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n')
+    sparse = make_task(tmp_path, "sparse", test=test, toml=STORAGE_TOML)
+    fill = make_task(tmp_path, "fill", toml=STORAGE_TOML,
+                     solve="head -c 150M /dev/urandom > /app/blob; sleep 5; echo 42 > /app/answer.txt\n")
+    watch = runner.sandbox.storage
+    assert watch.measure_blocks
+    try:
+        watch.measure_blocks = False
+        apparent = run(runner, sparse)
+    finally:
+        watch.measure_blocks = True
+    assert apparent.reward is None and apparent.outcome in (Outcome.STORAGE_EXCEEDED, Outcome.NO_REWARD_FILE)
+    honest = run(runner, sparse)
+    assert (honest.outcome, honest.reward) == (Outcome.OK, 1.0), honest.detail
+    filled = run(runner, fill)
+    assert filled.outcome is Outcome.STORAGE_EXCEEDED and filled.reward is None
+    assert "over the task's storage limit of 100 MiB" in filled.detail
+
+
+# -- file names that are not UTF-8 -----------------------------------------------------------------
+
+def test_file_names_that_are_not_utf8_are_carried_and_logged(runner, tmp_path):
+    """The work's files, the agent's logs and the carried changes may have any bytes as names: the
+    trial still verifies, keeps the logs, and its result prints and saves as JSON."""
+    import json
+
+    bad = "$'\\xff\\xfe-name'"
+    solve = (f"echo 42 > /app/answer.txt\ntouch /app/{bad} /tmp/{bad} /logs/agent/{bad}.log\n"
+             f"mkdir -p /app/{bad}.d && echo x > /app/{bad}.d/f && echo done > /logs/artifacts/{bad}\n")
+    test = ("#!/bin/bash\n" + 'ls /app | grep -c name > /tmp/n; [ "$(cat /app/answer.txt)" = 42 ] && '
+            '[ "$(cat /tmp/n)" = 2 ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n')
+    task = load_task(make_task(tmp_path, solve=solve, test=test))
+    result = runner.run(task, OracleAgent(), logs_to=tmp_path / "kept")
+    assert (result.outcome, result.reward) == (Outcome.OK, 1.0), result.detail
+    assert result.logs["files"] == 2
+    json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from aes.admission.decontam import Decontaminator
 from aes.admission.review import Reviewer, ReviewResult
-from aes.admission.validate import ValidationReport, Validator
+from aes.admission.validate import ValidationReport, Validator, internal_error
 from aes.calibration import ADMIT, CalibrationResult, Calibrator
+from aes.errors import InfrastructureError
 from aes.report.clock import NO_CLOCK
 from aes.tasks import Reason, load_task
 
@@ -73,15 +74,48 @@ class AdmissionPipeline:
         self.clock = NO_CLOCK
         """The run's stage clock (``seconds/admission``, ``seconds/calibration`` of a round)."""
 
-    def admit(self, task_dir: Path, env_id: str) -> AdmissionVerdict:
-        with self.clock("admission"):
-            verdict = self._checks(task_dir, env_id)
+    def admit(self, task_dir: Path, env_id: str, parent_dir: Path | None = None,
+              calibrate: bool = True) -> AdmissionVerdict:
+        """Checks 1-6 on ``task_dir`` (``parent_dir``: the task it was built from, which the review's
+        novelty criterion compares against), then calibration unless ``calibrate`` is False (then
+        :meth:`calibrate` may follow on the valid verdict).
+
+        Every draft gets a verdict: an error of aes itself while judging it is logged with its
+        traceback and rejects the draft (``internal.error``), so one draft never stops a generation;
+        only an :class:`~aes.errors.InfrastructureError` is raised."""
+        verdict = AdmissionVerdict()
+        try:
+            with self.clock("admission"):
+                verdict = self._checks(task_dir, env_id, parent_dir)
+        except InfrastructureError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - logged with its traceback; the draft gets a verdict
+            return self._internal_error(verdict, env_id, exc, None)
+        if not calibrate:
+            return verdict
+        return self.calibrate(verdict, task_dir, env_id)
+
+    def calibrate(self, verdict: AdmissionVerdict, task_dir: Path, env_id: str) -> AdmissionVerdict:
+        """Calibration of a task that passed checks 1-6 (a verdict that did not is returned as it is)."""
         if not verdict.valid or self.calibrator is None:
             return verdict
-        with self.clock("calibration"):
-            return self._calibrate(verdict, task_dir, env_id)
+        try:
+            with self.clock("calibration"):
+                return self._calibrate(verdict, task_dir, env_id)
+        except InfrastructureError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - logged with its traceback; the draft gets a verdict
+            return self._internal_error(verdict, env_id, exc, "calibration")
 
-    def _checks(self, task_dir: Path, env_id: str) -> AdmissionVerdict:
+    def _internal_error(self, verdict: AdmissionVerdict, env_id: str, exc: Exception,
+                        stage: str | None) -> AdmissionVerdict:
+        log.exception("%s: aes failed while judging the draft", env_id)
+        verdict.valid = verdict.admitted = False
+        self._fail(verdict, [internal_error(exc)])
+        verdict.failed_stage = stage or verdict.failed_stage
+        return verdict
+
+    def _checks(self, task_dir: Path, env_id: str, parent_dir: Path | None = None) -> AdmissionVerdict:
         """Checks 1-6: ``valid`` when they all pass."""
         verdict = AdmissionVerdict()
         report = self.validator.validate(task_dir)
@@ -97,7 +131,7 @@ class AdmissionPipeline:
         if overlap:
             return self._fail(verdict, [overlap])
         if self.reviewer is not None:
-            verdict.review = self.reviewer.review(task_dir)
+            verdict.review = self.reviewer.review(task_dir, parent_dir)
             log.info("%s: review %s", env_id, "passed" if verdict.review.passed else
                      f"FAILED: {verdict.review.reasons[0] if verdict.review.reasons else ''}")
             if not verdict.review.passed:

@@ -1,9 +1,19 @@
 """LLM review (admission check 6): a grader model checks the task against the rubric.
 
-The grader sees the task's files and answers with one JSON object
-``{"criteria": [{"name": ..., "pass": true|false, "reason": ...}]}``. Every rubric
-criterion must be present and pass; an unreadable reply is retried once and then
-rejects the task with its own reason code.
+The rubric is the domain's (``admission.rubric`` with ``admission.domain_rubrics[domain]`` over
+it: Harbor's task-review criteria, App. E.2's design rules, and what a domain changes, e.g. a
+human-in-the-loop task's instruction withholds the details its ``blockers.json`` registers, on
+purpose). The grader sees the task's files (the registry included, and what it is), the parent
+task's instruction and tests when there is a parent (for the novelty criterion), and answers
+with one JSON object ``{"criteria": [{"name": ..., "pass": true|false, "reason": ...}]}``.
+Every rubric criterion must be present and pass; a rejection names the criterion
+(``review.<name>``) and what it requires. An unreadable reply is retried once and then rejects
+the task with its own reason code.
+
+The request sets no sampling parameters of its own: the grader samples as its model config says
+(a setting the model rejects, e.g. a reasoning model's temperature, is in its ``unsupported_params``
+and never sent), and its ``reasoning_tokens`` come on top of ``admission.review_max_tokens``, so
+the verdict's budget is not eaten by reasoning.
 """
 
 from __future__ import annotations
@@ -22,8 +32,17 @@ SYSTEM = (
     "You review training tasks for terminal agents. Each task is a directory: instruction.md (what "
     "the agent is told), task.toml, environment/ (the container the agent works in), solution/solve.sh "
     "(a reference solution, hidden from the agent) and tests/ (the verifier, hidden from the agent). "
+    "The reward is the fraction of tests that pass. "
     "Judge each criterion strictly but fairly. Reply with one JSON object and nothing else."
 )
+HIL = (
+    "This is a human-in-the-loop task: blockers.json (never shown to the agent) registers details that "
+    "instruction.md withholds on purpose; the agent can ask a simulated human for them, and "
+    "solution/answers.json holds their answers. A registered detail missing from the instruction is the "
+    "design, not a defect; judge what the instruction must state against what is not registered."
+)
+PARENT_FILES = ("instruction.md", "tests/test_outputs.py")
+"""What of the parent task the grader sees for the novelty criterion."""
 _SKIP_DIRS = {"__pycache__", ".git"}
 
 
@@ -74,24 +93,45 @@ def parse_verdict(text: str) -> list[dict] | None:
     return None
 
 
+def render_parent(parent_dir: Path, file_chars: int) -> str:
+    """The parent task's instruction and tests, for the novelty criterion."""
+    parts = []
+    for rel in PARENT_FILES:
+        path = parent_dir / rel
+        if path.is_file() and not path.is_symlink():
+            data, size = read_capped(path, 4 * file_chars + 4)
+            text = data.decode("utf-8", errors="replace")[:file_chars]
+            parts.append(f"--- parent {rel} ---\n{text}" + ("\n[...]" if size > len(text) else ""))
+    return "\n\n".join(parts)
+
+
 class Reviewer:
-    def __init__(self, grader: ChatModel, cfg: AdmissionConfig):
+    def __init__(self, grader: ChatModel, cfg: AdmissionConfig, domain: str = "terminal"):
         self.grader = grader
         self.cfg = cfg
+        self.rubric = cfg.rubric_for(domain)
+        """The criteria of ``domain``'s tasks (:meth:`AdmissionConfig.rubric_for`)."""
 
-    def prompt(self, task_dir: Path) -> str:
-        rubric = "\n".join(f"- {c.name}: {c.requirement}" for c in self.cfg.rubric)
-        names = ", ".join(f'"{c.name}"' for c in self.cfg.rubric)
+    def system(self, task_dir: Path) -> str:
+        return SYSTEM + (" " + HIL if (task_dir / "blockers.json").is_file() else "")
+
+    def prompt(self, task_dir: Path, parent_dir: Path | None = None) -> str:
+        rubric = "\n".join(f"- {c.name}: {c.requirement}" for c in self.rubric)
+        names = ", ".join(f'"{c.name}"' for c in self.rubric)
+        parent = render_parent(parent_dir, self.cfg.review_file_chars // 2) if parent_dir is not None else ""
         return (f"Criteria:\n{rubric}\n\nTask files:\n\n{render_task(task_dir, self.cfg.review_file_chars)}\n\n"
-                f'Answer with {{"criteria": [{{"name": ..., "pass": true or false, "reason": "one sentence"}}]}} '
+                + (f"The parent task this one was built from (for the novelty criterion):\n\n{parent}\n\n"
+                   if parent else "No parent task is shown.\n\n")
+                + f'Answer with {{"criteria": [{{"name": ..., "pass": true or false, "reason": "one sentence"}}]}} '
                 f"with one entry for each of {names}.")
 
-    def review(self, task_dir: Path) -> ReviewResult:
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": self.prompt(task_dir)}]
+    def review(self, task_dir: Path, parent_dir: Path | None = None) -> ReviewResult:
+        messages = [{"role": "system", "content": self.system(task_dir)},
+                    {"role": "user", "content": self.prompt(task_dir, parent_dir)}]
         result = ReviewResult(passed=False)
         for _ in range(2):
             try:
-                reply = self.grader.chat(messages, max_tokens=self.cfg.review_max_tokens, temperature=0.0)
+                reply = self.grader.chat(messages, max_tokens=self.cfg.review_max_tokens)
             except ModelUnavailable:
                 raise  # the grader's server is down: an infrastructure failure, not a rejected task
             except ModelError as exc:
@@ -109,11 +149,12 @@ class Reviewer:
     def _judge(self, criteria: list[dict], result: ReviewResult) -> ReviewResult:
         by_name = {str(c.get("name")): c for c in criteria}
         result.criteria = criteria
-        for criterion in self.cfg.rubric:
+        for criterion in self.rubric:
             verdict = by_name.get(criterion.name)
             if verdict is None:
                 result.reasons.append(Reason(f"review.{criterion.name}", "the reviewer gave no verdict"))
             elif verdict.get("pass") is not True:
-                result.reasons.append(Reason(f"review.{criterion.name}", str(verdict.get("reason") or "failed")))
+                result.reasons.append(Reason(f"review.{criterion.name}",
+                                             f"{verdict.get('reason') or 'failed'} (the criterion: {criterion.requirement})"))
         result.passed = not result.reasons
         return result

@@ -8,13 +8,17 @@ logs one line with its verdict and seconds (``admission NAME: build ok (12.3 s)`
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aes.config import SandboxConfig
+import docker.errors
+
+from aes.config import AdmissionConfig, SandboxConfig
+from aes.errors import InfrastructureError
 from aes.sandbox import (
     AgentRun,
     Container,
@@ -25,7 +29,11 @@ from aes.sandbox import (
     TrialRunner,
 )
 from aes.hil.blockers import is_hil_task, registry_reasons
+from aes.sandbox import limits
+from aes.sandbox.docker_backend import SandboxError
+from aes.sandbox.hooks import HookInspector
 from aes.sandbox.limits import clamp_notes
+from aes.sandbox.trial import admission_code, printable
 from aes.tasks import Reason, Task, TaskLoadError, load_task
 from aes.tasks.static import check_task_with_config
 
@@ -34,7 +42,8 @@ log = logging.getLogger(__name__)
 _TAIL = 600
 RESET_SETTLE_SEC = 2.0
 _NOP_UNVERIFIED = (Outcome.VERIFIER_TIMEOUT, Outcome.NO_REWARD_FILE, Outcome.BAD_REWARD_FILE)
-"""Do-nothing outcomes without a reward: like Harbor, aes counts them as "< 0.5" (with a warning)."""
+"""Do-nothing outcomes without a reward: like Harbor, aes counts them as "< 0.5" (with a warning),
+except a do-nothing run whose tests were cut by admission's bound (``nop.verifier_timeout``)."""
 
 
 @dataclass
@@ -95,22 +104,14 @@ def _tail(text: str) -> str:
 
 
 def _trial_reasons(stage: str, trial: TrialResult) -> list[Reason]:
-    """Reasons a trial's outcome (not its reward) makes the task invalid."""
-    codes = {
-        Outcome.AGENT_TIMEOUT: "timeout",
-        Outcome.VERIFIER_TIMEOUT: "verifier_timeout",
-        Outcome.NO_REWARD_FILE: "no_reward_file",
-        Outcome.BAD_REWARD_FILE: "bad_reward_file",
-        Outcome.CONTAINER_DIED: "container_died",
-        Outcome.SANDBOX_ERROR: "sandbox_error",
-        Outcome.BUILD_FAILED: "build_failed",
-    }
+    """Reasons a trial's outcome (not its reward) makes the task invalid: every outcome but ``ok``
+    is one (:func:`~aes.sandbox.trial.admission_code` names it; no outcome can be missing)."""
     if trial.outcome is Outcome.OK:
         return []
     if stage == "oracle" and trial.outcome is Outcome.AGENT_TIMEOUT and trial.reward == 1.0:
         return []  # Harbor verifies after a timeout and counts the reward; a note says it hung
     if stage == "nop" and trial.outcome in _NOP_UNVERIFIED:
-        return []
+        return []  # judged by Validator._nop_cut (a timeout) or accepted with a warning, as Harbor does
     detail = trial.detail
     if trial.outcome in (Outcome.NO_REWARD_FILE, Outcome.BAD_REWARD_FILE, Outcome.VERIFIER_TIMEOUT):
         detail += f"; verifier output: {_tail(trial.verifier_output)}" if trial.verifier_output.strip() else ""
@@ -118,7 +119,7 @@ def _trial_reasons(stage: str, trial: TrialResult) -> list[Reason]:
         detail = f"solution/solve.sh did not finish: {detail}"
     if stage == "oracle":
         detail += _not_carried(trial)
-    return [Reason(f"{stage}.{codes[trial.outcome]}", detail)]
+    return [Reason(f"{stage}.{admission_code(trial.outcome)}", detail)]
 
 
 def _stage(name: str, stage: str, started: float, reasons: list[Reason]) -> None:
@@ -131,8 +132,15 @@ class Validator:
 
     def __init__(self, cfg: SandboxConfig, runner: TrialRunner | None = None, nop_max_reward: float = 0.5,
                  reset_check: bool = False, domain_checks=None, nop_zero: bool = False,
-                 logs_dir: Path | None = None, blocker_registry: bool = False):
+                 logs_dir: Path | None = None, blocker_registry: bool = False,
+                 admission: AdmissionConfig | None = None, generated: bool = False):
         self.cfg = cfg
+        self.admission = admission or AdmissionConfig()
+        """Admission's time bounds (``admission.max_*_sec``, the do-nothing run's verifier bound)."""
+        self._inspector: HookInspector | None = None
+        self.generated = generated
+        """The tasks are proposals (a run's admission, the proposer's validate tool): a prebuilt
+        ``docker_image`` is refused, since only a Dockerfile's build is what the static checks read."""
         if runner is None:
             from aes.sandbox.executors import trial_runner
 
@@ -158,8 +166,21 @@ class Validator:
         return f"admission checks 1-4 (static, build, oracle = 1, {nop}{extra})"
 
     def validate(self, path: str | Path) -> ValidationReport:
+        """The verdict of checks 1-4 on one task directory. Whatever the task holds, this returns a
+        verdict: an error of aes itself on it becomes the reason ``internal.error`` (logged with its
+        traceback); only an :class:`~aes.errors.InfrastructureError` (the engine, the disk) is raised."""
         start = time.monotonic()
-        report = self._validate(Path(path))
+        try:
+            report = self._validate(Path(path))
+        except InfrastructureError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - logged with its traceback, and the task gets a verdict
+            log.exception("admission %s: aes failed while checking it", Path(path).name)
+            report = ValidationReport(task=str(path), valid=False)
+            report.reasons.append(internal_error(exc))
+        # names read from the task or a container may not be UTF-8: the verdict must print and save
+        report.reasons = [Reason(r.code, printable(r.message)) for r in report.reasons]
+        report.notes = printable(report.notes)
         report.seconds = time.monotonic() - start
         report.valid = not report.reasons
         return report
@@ -175,12 +196,21 @@ class Validator:
             return report
         report.name, report.notes = task.name, list(task.spec.notes)
         report.reasons += check_task_with_config(task, self.cfg)
+        if task.spec.docker_image and self.generated:
+            report.reasons.append(Reason("static.docker_image", (
+                f"[environment] docker_image = {task.spec.docker_image!r}: a proposed task builds its image from "
+                "environment/Dockerfile, which admission reads; a prebuilt image is not what the static checks saw")))
+        elif task.spec.docker_image:
+            report.notes.append(f"the task runs the prebuilt image {task.spec.docker_image} (environment/Dockerfile, "
+                                "if any, is not built); its start-up hooks were inspected like a built image's")
         if self.blocker_registry or is_hil_task(path):  # the registry is static too: checked before the build
             report.reasons += registry_reasons(path, self.blocker_registry)
         _stage(task.name, "static", started, report.reasons)
         if report.reasons:
             return report
         report.notes += clamp_notes(self.cfg, task)
+        task, bounded = self._bounded(task)
+        report.notes += bounded
 
         started = time.monotonic()
         build = self.runner.sandbox.build(task)
@@ -192,20 +222,29 @@ class Validator:
         if build.image is None:
             return report
 
-        def trial(name: str, agent, logs: Path | None = None) -> TrialResult:
+        def trial(name: str, agent, logs: Path | None = None, on: Task = task) -> TrialResult:
             began = time.monotonic()
-            result = self.runner.run(task, agent, build.image, logs)
+            result = self.runner.run(on, agent, build.image, logs)
             what = "reference" if name == "oracle" else "doing nothing"
             reward = "no reward" if result.reward is None else f"reward {result.reward:g}"
             log.info("admission %s: %s: %s %s, %s (%.1f s)", task.name, name, what, result.outcome.value, reward,
                      time.monotonic() - began)
             return result
 
-        with ThreadPoolExecutor(max_workers=2) as pool:
+        # The do-nothing run's tests are bounded by the reference's test time: both runs start together
+        # with the do-nothing tests given the floor, and only where the reference's tests turn out
+        # slow enough to earn a longer bound is a do-nothing run cut at the floor run again with it.
+        nop_first = self._with_verifier_timeout(task, self._nop_bound(task, None))
+        with ThreadPoolExecutor(max_workers=3) as pool:  # the image's start-up hooks are inspected meanwhile
             logs = self.logs_dir / task.name.replace("/", "__") / "oracle" if self.logs_dir else None
+            hooks_f = pool.submit(self._hooks, build.image, build.base, task, report)
             oracle_f = pool.submit(trial, "oracle", OracleAgent(), logs)
-            nop_f = pool.submit(trial, "no-op", _NopProbe(self.reset_check))
+            nop_f = pool.submit(trial, "no-op", _NopProbe(self.reset_check), None, nop_first)
             report.oracle, report.nop = oracle_f.result(), nop_f.result()
+            report.reasons += hooks_f.result()
+        bound = self._nop_bound(task, report.oracle.timings.get("tests"))
+        if report.nop.outcome is Outcome.VERIFIER_TIMEOUT and bound > limits.verifier_timeout(self.cfg, nop_first):
+            report.nop = trial("no-op", _NopProbe(self.reset_check), None, self._with_verifier_timeout(task, bound))
         if report.oracle.logs.get("dir"):
             report.notes.append(f"the reference run's logs: {report.oracle.logs['dir']} "
                                 f"({report.oracle.logs['files']} files)")
@@ -214,6 +253,7 @@ class Validator:
                 report.timings[f"{name}.{stage}"] = seconds
         report.oracle_reward, report.nop_reward = report.oracle.reward, report.nop.reward
         report.reasons += self._judge(report.oracle, report.nop)
+        report.reasons += self._nop_cut(task, report.nop, bound)
         if not report.reasons and is_hil_task(path):  # human-in-the-loop: every blocker must matter
             from aes.hil.admission import hil_reasons
 
@@ -222,8 +262,66 @@ class Validator:
             report.reasons += self._reset(task, build.image, report.nop)
         if not report.reasons and self.domain_checks is not None:
             report.reasons += self.domain_checks(path, self.runner, build.image)
-        report.notes += _warnings(report.oracle, report.nop)
+        report.notes += _warnings(report.oracle, report.nop, cut=any(r.code == "nop.verifier_timeout" for r in report.reasons))
         return report
+
+    def _hooks(self, image: str, base: str | None, task: Task, report: ValidationReport) -> list[Reason]:
+        """Start-up hooks of the built image that load what the agent can write (:mod:`aes.sandbox.hooks`)."""
+        if self._inspector is None:
+            sandbox = self.runner.sandbox
+            if not hasattr(sandbox, "run_container"):
+                report.notes.append("the image's start-up hooks were not inspected (no Docker sandbox here)")
+                return []
+            self._inspector = HookInspector(sandbox)
+        began = time.monotonic()
+        try:
+            reasons = self._inspector.reasons(image, base, task)
+        except (SandboxError, docker.errors.APIError) as exc:
+            # an image that cannot start a shell (its trials say so), or one built on another engine (a Ray node)
+            report.notes.append(f"the image's start-up hooks could not be inspected: {exc}")
+            reasons = []
+        report.timings["hooks"] = time.monotonic() - began
+        return reasons
+
+    def _bounded(self, task: Task) -> tuple[Task, list[str]]:
+        """``task`` with its build, reference and test timeouts bounded by ``admission.max_*_sec``
+        (checks 1-4 end in bounded time whatever a task declares), and a note per bound applied."""
+        bounds = self.admission
+        spec, notes = task.spec, []
+        for key, value, bound, setting in (
+                ("build_timeout_sec", limits.build_timeout(self.cfg, task), bounds.max_build_sec, "max_build_sec"),
+                ("agent_timeout_sec", limits.agent_timeout(self.cfg, task), bounds.max_reference_sec,
+                 "max_reference_sec"),
+                ("verifier_timeout_sec", limits.verifier_timeout(self.cfg, task), bounds.max_verifier_sec,
+                 "max_verifier_sec")):
+            if value > bound:
+                spec = dataclasses.replace(spec, **{key: float(bound)})
+                notes.append(f"admission gives {key.replace('_sec', '').replace('_', ' ')} {bound:g} s, not "
+                             f"{value:g} s (admission.{setting})")
+        return (dataclasses.replace(task, spec=spec) if spec is not task.spec else task), notes
+
+    @staticmethod
+    def _with_verifier_timeout(task: Task, seconds: float) -> Task:
+        return dataclasses.replace(task, spec=dataclasses.replace(task.spec, verifier_timeout_sec=float(seconds)))
+
+    def _nop_bound(self, task: Task, oracle_tests: float | None) -> float:
+        """The do-nothing run's test time: ``nop_verifier_factor`` x the reference's (at least the
+        floor), never more than the task's own verifier timeout."""
+        bounds = self.admission
+        earned = max(bounds.nop_verifier_floor_sec, bounds.nop_verifier_factor * (oracle_tests or 0.0))
+        return min(limits.verifier_timeout(self.cfg, task), earned)
+
+    def _nop_cut(self, task: Task, nop: TrialResult, bound: float) -> list[Reason]:
+        """A do-nothing run whose tests were cut by admission's bound (rather than by a declared
+        [verifier] timeout_sec within it, which Harbor waits out too) is a rejection."""
+        declared = limits.verifier_timeout(self.cfg, task)
+        if nop.outcome is not Outcome.VERIFIER_TIMEOUT or declared <= bound:
+            return []
+        return [Reason("nop.verifier_timeout", (
+            f"the tests do not end when the work is missing: with nothing done they ran past {bound:.0f} s "
+            f"(admission.nop_verifier_factor x the reference's test time, at least admission.nop_verifier_floor_sec), "
+            f"so every failing solver attempt would wait out [verifier] timeout_sec = {declared:g} s; make them "
+            f"fail fast when an output is missing. Verifier output: {_tail(nop.verifier_output)}"))]
 
     def _reset(self, task: Task, image: str, first_nop: TrialResult) -> list[Reason]:
         """The reset check of every domain: a second fresh environment has the same initial state,
@@ -251,10 +349,10 @@ class Validator:
                 "build.secret_in_image",
                 f"the image already contains {', '.join(leaked)}; solution/ and tests/ must not be in it",
             ))
-        if oracle.outcome is Outcome.OK and oracle.reward is not None and oracle.reward != 1.0:
+        if oracle.outcome is Outcome.OK and oracle.reward != 1.0:
             reasons.append(Reason(
                 "oracle.reward_below_one",
-                f"the reference solution scores {oracle.reward:.3f}, not 1.0"
+                f"the reference solution scores {'nothing' if oracle.reward is None else f'{oracle.reward:.3f}'}, not 1.0"
                 + (f" (solve.sh exit {oracle.agent_exit_code})" if oracle.agent_exit_code else "")
                 + f"; verifier output: {_tail(oracle.verifier_output)}" + _not_carried(oracle),
             ))
@@ -293,16 +391,23 @@ def _not_carried(oracle: TrialResult) -> str:
             "with the tests' tools too; a task whose work is files (outputs, code, configuration) needs neither")
 
 
-def _warnings(oracle: TrialResult, nop: TrialResult) -> list[str]:
-    """What passes admission but costs every solver attempt time."""
+def _warnings(oracle: TrialResult, nop: TrialResult, cut: bool = False) -> list[str]:
+    """What passes admission but costs every solver attempt time (``cut``: the do-nothing run's
+    timeout is a rejection already)."""
     notes = []
     if oracle.outcome is Outcome.AGENT_TIMEOUT:
         notes.append(f"warning: solution/solve.sh ran into its timeout ({oracle.detail}); the tests passed anyway")
-    if nop.outcome in _NOP_UNVERIFIED:
+    if nop.outcome in _NOP_UNVERIFIED and not cut:
         notes.append(f"warning: with no work done the verifier gives no reward ({nop.outcome.value}: {nop.detail}); "
                      "Harbor counts that as below 0.5, and so does aes, but every such solver attempt "
                      "costs the verifier's full run")
     return notes
+
+
+def internal_error(exc: BaseException) -> Reason:
+    """The reason a task gets when aes itself failed on it (the traceback is logged)."""
+    return Reason("internal.error", f"aes failed while checking this task ({type(exc).__name__}: {str(exc)[:300]}); "
+                                    "it is not admitted. The traceback is in the log: please report it")
 
 
 def validate_all(validator: Validator, paths: list[Path], concurrency: int,
@@ -320,7 +425,12 @@ def validate_all(validator: Validator, paths: list[Path], concurrency: int,
             futures = {pool.submit(validator.validate, p): i for i, p in enumerate(paths)}
             for future in as_completed(futures):
                 index = futures[future]
-                reports[index] = future.result()
+                try:
+                    reports[index] = future.result()
+                except InfrastructureError as exc:  # one task's verdict; the batch goes on
+                    log.error("admission %s: %s", paths[index], exc)
+                    reports[index] = ValidationReport(task=str(paths[index]), valid=False, reasons=[
+                        Reason("infrastructure.error", f"{type(exc).__name__}: {exc}")])
                 invalid += not reports[index].valid
                 progress.update(bar, advance=1, invalid=invalid)
     return [r for r in reports if r is not None]

@@ -8,6 +8,12 @@ done (``submit`` / DONE) or at the turn, token or time limit. Host-side tools (t
 proposer's ``validate`` and ``solver_model``) plug in as :class:`HostTool`. Every episode
 is recorded as an ATIF trajectory.
 
+A reply with several native tool calls (a model allowed parallel calls, or a server that
+ignores ``parallel_tool_calls: false``) has every call run, in order, each answered by its own
+tool result, as both APIs require; a ``submit`` among them ends the episode after the calls
+before it. A conversation that nears the model's context is compacted
+(:mod:`aes.agents.compaction`).
+
 A model that cannot be reached (:class:`~aes.models.ModelUnavailable`) does not end an
 episode: it propagates out of :meth:`Episode.send` and :meth:`TerminalAgent.run`, so the
 trial runner records an infrastructure failure instead of verifying an untouched container
@@ -16,6 +22,7 @@ as a reward of 0. Every other model error ends the episode as ``model_error``.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -24,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from aes.agents import prompts
+from aes.agents.compaction import Output, compact
+from aes.agents.compaction import approx_tokens as _approx_tokens
 from aes.agents.trajectory import TrajectoryRecorder
 from aes.config import AgentConfig
 from aes.errors import InfrastructureError
@@ -43,6 +52,9 @@ BASH_TOOL = ToolSpec(
 SUBMIT_TOOL = ToolSpec(name="submit", description="Finish: the task is complete.")
 
 _FENCE = re.compile(r"```(?:bash|sh|shell|console)?[ \t]*\n(.*?)```", re.DOTALL)
+_TEXT_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*(?:</tool_call>|$)", re.DOTALL)
+"""A tool call written as text in the reply (Qwen/Hermes layout), e.g. by a server started without a
+tool parser: ``<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>``."""
 _DONE = re.compile(r"^\s*(DONE|TASK COMPLETE)\s*[.!]?\s*$", re.IGNORECASE | re.MULTILINE)
 MIN_REPLY_TOKENS = 64
 
@@ -82,22 +94,48 @@ class Action:
     arguments: dict[str, Any] = field(default_factory=dict)
     done: bool = False
     call: ToolCall | None = None
+    native: bool = False
+    """The call came as a native tool call (not written as text): its result goes back as a tool message."""
 
 
 def _call(name: str, arguments: dict[str, Any]) -> ToolCall:
     return ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=arguments)
 
 
+def text_tool_calls(text: str) -> list[ToolCall]:
+    """Tool calls written as text (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``), in
+    order; a block that is not such a JSON object is skipped."""
+    calls = []
+    for match in _TEXT_CALL.finditer(text or ""):
+        try:
+            data = json.loads(match.group(1))
+        except ValueError:
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            continue
+        args = data.get("arguments", data.get("parameters", {}))
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                continue
+        if isinstance(args, dict):
+            calls.append(_call(data["name"], args))
+    return calls
+
+
 def parse_action(result: ChatResult, host_tools: dict[str, HostTool] | None = None) -> Action:
-    """The first tool call or fenced block; ``submit`` or DONE ends the episode."""
+    """The first tool call (native, else written as text in the reply) or fenced block; ``submit``
+    or DONE ends the episode."""
     host_tools = host_tools or {}
-    for call in result.tool_calls:
+    native = bool(result.tool_calls)
+    for call in result.tool_calls or text_tool_calls(result.text):
         if call.name == "submit":
-            return Action(done=True, call=call)
+            return Action(done=True, call=call, native=native)
         if call.name in host_tools:
-            return Action(tool=call.name, arguments=call.arguments, call=call)
+            return Action(tool=call.name, arguments=call.arguments, call=call, native=native)
         if call.name == "bash" and isinstance(call.arguments.get("command"), str):
-            return Action(command=call.arguments["command"], call=call)
+            return Action(command=call.arguments["command"], call=call, native=native)
     match = _FENCE.search(result.text or "")
     if match and match.group(1).strip():
         command = match.group(1).strip()
@@ -118,11 +156,6 @@ def truncate_middle(text: str, limit: int) -> str:
         return text
     half = limit // 2
     return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
-
-
-def _approx_tokens(messages: list[dict]) -> int:
-    """A generous token estimate (3 characters per token plus per-message overhead)."""
-    return sum(len(str(m.get("content") or "")) // 3 + 8 for m in messages)
 
 
 class Episode:
@@ -149,6 +182,8 @@ class Episode:
         self.recorder.add_message("system", system)
         self.turns = self.tokens = 0
         self.error: str | None = None
+        self.outputs: list[Output] = []
+        """The tool outputs in :attr:`messages`, oldest first (what a compaction may drop)."""
 
     @property
     def uses_tools(self) -> bool:
@@ -167,7 +202,9 @@ class Episode:
         while self.cfg.max_turns is None or self.turns < self.cfg.max_turns:  # None: no turn limit
             if deadline - time.monotonic() <= 0:
                 return EndReason.TIMEOUT
-            room = self.model.config.context_length - context
+            context = self._compact(context)
+            # the reply's reasoning (reasoning_tokens) comes on top of its max_tokens
+            room = self.model.config.context_length - context - self.model.config.reasoning_tokens
             if room < MIN_REPLY_TOKENS:
                 return EndReason.CONTEXT_LIMIT
             if self._span_exceeded():
@@ -187,10 +224,21 @@ class Episode:
                 return EndReason.MODEL_ERROR
             self.turns += 1
             self.tokens += result.usage.total
-            context = result.usage.total or context + 64
+            context = result.usage.context or context + 64
             action = parse_action(result, self.host_tools)
-            step = self.recorder.add_agent_step(result, action.call)
-            self.messages.append(self._assistant_message(result, action))
+            parallel = self._parallel(result)
+            step = self.recorder.add_agent_step(result, [call for call, _ in parallel] if parallel else action.call)
+            self.messages.append(self._assistant_message(result, action, parallel))
+            if parallel:
+                format_errors = 0
+                end, added = self._act_all(parallel, step, deadline)
+                if end is not None:
+                    return end
+                step["extra"]["overhead_sec"] = round(time.monotonic() - started - result.latency_sec, 4)
+                context += added
+                if self.cfg.max_episode_tokens and self.tokens >= self.cfg.max_episode_tokens:
+                    return EndReason.TOKEN_LIMIT
+                continue
             if action.done:
                 if action.call is not None:
                     self._observe(step, action, "submitted")
@@ -215,12 +263,69 @@ class Episode:
                          (observation or "container stopped").splitlines()[0][:60])
             if observation is None:
                 return EndReason.CONTAINER_STOPPED
+            self.outputs.append(Output(len(self.messages) - 1, step["step_id"]))
             # Time of the turn outside the model: command round trip, parsing, recording.
             step["extra"]["overhead_sec"] = round(time.monotonic() - started - result.latency_sec, 4)
             context += _approx_tokens([{"content": observation}])
             if self.cfg.max_episode_tokens and self.tokens >= self.cfg.max_episode_tokens:
                 return EndReason.TOKEN_LIMIT
         return EndReason.MAX_TURNS
+
+    def _compact(self, context: int) -> int:
+        """Compact the conversation when it nears the context (:mod:`aes.agents.compaction`); the
+        estimated context after."""
+        if self.cfg.compact_at is None:
+            return context
+        config = self.model.config
+        context, record = compact(self.messages, self.outputs, context, config.max_tokens + config.reasoning_tokens,
+                                  config.context_length, self.cfg.compact_at, self.cfg.compact_to,
+                                  self.cfg.compact_keep)
+        if record is not None:
+            self.recorder.compaction(record)
+            if self.progress:
+                log.info("%s: context compacted before turn %d: outputs of steps %s dropped (~%d -> ~%d tokens)",
+                         self.progress, self.turns + 1, record["dropped_outputs_of_steps"],
+                         record["estimated_tokens_before"], record["estimated_tokens_after"])
+        return context
+
+    def _parallel(self, result: ChatResult) -> list[tuple[ToolCall, Action]] | None:
+        """A reply's native tool calls, each with what it asks for, when it holds several."""
+        if not self.uses_tools or len(result.tool_calls) < 2:
+            return None
+        return [(call, parse_action(ChatResult(text="", tool_calls=[call]), self.host_tools))
+                for call in result.tool_calls]
+
+    def _act_all(self, calls: list[tuple[ToolCall, Action]], step: dict, deadline: float) -> tuple[str | None, int]:
+        """Run the calls of one reply in order, each answered by its own tool result; ``(end reason
+        or None to go on, estimated tokens the results add)``. A submit ends the episode after the
+        calls before it; a call that cannot run (or comes after the submit, or after the container
+        stopped) is answered with why."""
+        added, done, stopped = 0, False, False
+        for call, action in calls:
+            if done:
+                observation = "not run: submit ended the episode before this call"
+            elif stopped:
+                observation = "not run: the container stopped before this call"
+            elif action.done:
+                self._observe(step, action, "submitted")
+                done = True
+                continue
+            elif action.command is None and action.tool is None:
+                observation = (f"not run: {call.name!r} with arguments {call.raw_arguments or call.arguments} is no "
+                               f"call of a tool here (tools: {', '.join(t.name for t in self.tools or [])})")
+            else:
+                observation = self._act(action, step, deadline)  # answered there, also when the container stopped
+                stopped = observation is None
+                if not stopped:
+                    self.outputs.append(Output(len(self.messages) - 1, step["step_id"]))
+                    added += _approx_tokens([{"content": observation}])
+                continue
+            self.recorder.observe(step, call.id, observation)
+            self.messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
+            added += _approx_tokens([{"content": observation}])
+        if self.progress:
+            log.info("%s turn %d: %d tool calls in one reply, run in order", self.progress, self.turns, len(calls))
+        return (EndReason.DONE if done else EndReason.CONTAINER_STOPPED if stopped else None), added
 
     def _span_exceeded(self) -> bool:
         version = getattr(self.model, "weights_version", None)
@@ -260,15 +365,20 @@ class Episode:
     def _observe(self, step: dict, action: Action, observation: str, **extra: Any) -> None:
         call_id = action.call.id if action.call else None
         self.recorder.observe(step, call_id, observation, **extra)
-        if self.uses_tools and call_id:
+        if self.uses_tools and call_id and action.native:
             self.messages.append({"role": "tool", "tool_call_id": call_id, "content": observation})
         else:
             self.messages.append({"role": "user", "content": observation})
 
-    def _assistant_message(self, result: ChatResult, action: Action) -> dict:
+    def _assistant_message(self, result: ChatResult, action: Action,
+                           parallel: list[tuple[ToolCall, Action]] | None = None) -> dict:
         message: dict[str, Any] = {"role": "assistant", "content": result.text or ""}
-        if self.uses_tools and action.call is not None and any(c.id == action.call.id for c in result.tool_calls):
+        if parallel:
+            message["tool_calls"] = [call.__dict__ for call, _ in parallel]
+        elif self.uses_tools and action.call is not None and any(c.id == action.call.id for c in result.tool_calls):
             message["tool_calls"] = [action.call.__dict__]
+        if result.reasoning_blocks:  # signed reasoning the provider wants back with this turn
+            message["reasoning_blocks"] = result.reasoning_blocks
         return message
 
     def trajectory(self, **extra: Any) -> dict:

@@ -68,6 +68,10 @@ def init(timeout_min: float) -> Channel:
         deepspeed.init_distributed(dist_backend=get_accelerator().communication_backend_name(),
                                    auto_mpi_discovery=False, verbose=False, timeout=timeout)
     _CHANNEL = Channel(timeout)
+    from aes.train.backends import SOLVER_WRAPPERS
+
+    if wrap_leader not in SOLVER_WRAPPERS:
+        SOLVER_WRAPPERS.append(wrap_leader)
     log.info("trainer rank %d of %d joined (master %s:%s)", _CHANNEL.rank, _CHANNEL.world_size,
              os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
     return _CHANNEL

@@ -181,9 +181,10 @@ def plan(cfg: ClusterConfig, alloc: Allocation) -> Plan:
         taken, free[node] = free[node][:need], free[node][need:]
         port = None if cfg.port is None else cfg.port + index
         servers.append(ServerSlot(index, node, tuple(taken), port))
-    if servers and cfg.backend == "vllm" and not cfg.command and not gpus:
+    if servers and cfg.backend == "vllm" and not cfg.command and not gpus and cfg.gpus_per_server > 0:
         raise ConfigError("cluster.backend=vllm needs GPUs, and this node has none (CUDA_VISIBLE_DEVICES and "
-                          "nvidia-smi list nothing); use cluster.backend=llamacpp for CPU servers")
+                          "nvidia-smi list nothing); set cluster.gpus_per_server=0 for vLLM's CPU build "
+                          "(experiment=cluster_vllm_cpu), or cluster.backend=llamacpp")
     ranks: list[RankSlot] = []
     trainer_nodes = [n for n in range(n_nodes) if free[n] or not gpus][:cfg.trainer_nodes]
     if len(trainer_nodes) < cfg.trainer_nodes:

@@ -284,8 +284,12 @@ _ACTIVE: ServerGroup | None = None
 
 
 def activate(group: ServerGroup | None) -> None:
+    """This process's servers (None: none); the trainer's weight sync is told too (llama.cpp restarts)."""
     global _ACTIVE
     _ACTIVE = group
+    from aes.train.sync import use_servers
+
+    use_servers(group)
 
 
 def active_group() -> ServerGroup | None:

@@ -95,10 +95,22 @@ def server_model(cfg: AesConfig) -> str:
             return str(resolve_gguf(model))
         except ModelError as exc:
             raise ConfigError(f"cluster.backend=llamacpp serves a GGUF file: {exc}") from None
-    return model
+    from aes.models.export import served_directory
+
+    return served_directory(model)
 
 
-def server_command(cfg: AesConfig, spec: ServerSpec) -> list[str]:
+def serving_plan(cfg: AesConfig):
+    """The vLLM server's plan (:mod:`aes.cluster.vllm_command`): tool parser, context, CPU or GPU;
+    None for llama.cpp servers and for a ``cluster.command`` of its own."""
+    if cfg.cluster.backend != "vllm" or cfg.cluster.command:
+        return None
+    from aes.cluster.vllm_command import serving_plan as plan_vllm
+
+    return plan_vllm(cfg)
+
+
+def server_command(cfg: AesConfig, spec: ServerSpec, vllm_plan=None) -> list[str]:
     """The command of one server: ``cluster.command`` (placeholders filled) or the backend's default,
     then ``cluster.extra_args``."""
     c, solver = cfg.cluster, cfg.solver
@@ -110,11 +122,10 @@ def server_command(cfg: AesConfig, spec: ServerSpec) -> list[str]:
         except (KeyError, IndexError, ValueError) as exc:
             raise ConfigError(f"cluster.command: cannot fill {exc} (placeholders: {', '.join(values)})") from None
     elif c.backend == "vllm":
-        # Weight transfer over NCCL lets the trainer push new weights without a restart; processed
-        # log-probs are those of the distribution actually sampled (after temperature), i.e. mu.
-        command = ["vllm", "serve", spec.model, "--host", spec.bind_host, "--port", str(spec.port),
-                   "--tensor-parallel-size", str(values["tp"]), "--served-model-name", solver.model,
-                   "--weight-transfer-config", '{"backend": "nccl"}', "--logprobs-mode", "processed_logprobs"]
+        from aes.cluster.vllm_command import vllm_command
+
+        command = vllm_command(cfg, vllm_plan or serving_plan(cfg), host=spec.bind_host, port=spec.port,
+                               tp=values["tp"])
     else:
         command = [sys.executable, "-m", "aes.cluster.llamacpp_server", "--model", spec.model,
                    "--host", spec.bind_host, "--port", str(spec.port), "--alias", solver.model,
@@ -129,6 +140,7 @@ def server_specs(cfg: AesConfig, alloc: Allocation, layout: Plan, run_dir: Path)
     c = cfg.cluster
     log_dir = Path(c.log_dir) if c.log_dir else run_dir / "servers"
     model = server_model(cfg) if layout.servers else ""
+    vllm_plan = serving_plan(cfg) if layout.servers else None
     # trials (and their agent loops) on Ray nodes call the servers from other machines
     local_clients = cfg.sandbox.executor != "ray"
     specs = []
@@ -140,11 +152,15 @@ def server_specs(cfg: AesConfig, alloc: Allocation, layout: Plan, run_dir: Path)
         if slot.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(slot.gpus)
         if c.backend == "vllm":
-            env.setdefault("VLLM_SERVER_DEV_MODE", "1")  # the weight-transfer endpoints
+            env.setdefault("VLLM_SERVER_DEV_MODE", "1")  # the weight-update endpoints
+            if vllm_plan is not None:
+                from aes.cluster.vllm_command import server_env
+
+                env = {**server_env(cfg, vllm_plan), **env}
         spec = ServerSpec(slot.index, c.backend, model, [], env, bind, port,
                           "127.0.0.1" if on_leader else alloc.hostnames[slot.node], log_dir / f"server-{slot.index}.log",
                           slot.gpus, remote=slot.node != alloc.node)
-        spec.command = server_command(cfg, spec)
+        spec.command = server_command(cfg, spec, vllm_plan)
         specs.append(spec)
     return specs
 
@@ -163,6 +179,9 @@ def with_servers(cfg: AesConfig, specs: list[ServerSpec]) -> AesConfig:
         return cfg
     urls = [s.base_url for s in specs]
     solver = dataclasses.replace(cfg.solver, base_url=urls[0], base_urls=urls, engine=cfg.cluster.backend)
+    vllm_plan = serving_plan(cfg)
+    if vllm_plan is not None and not vllm_plan.use_tools:  # no tool parser for the family: fenced blocks
+        solver = dataclasses.replace(solver, use_tools=False)
     return dataclasses.replace(cfg, solver=solver)
 
 

@@ -10,7 +10,7 @@ This module must stay importable without torch, vLLM or DeepSpeed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from omegaconf import MISSING
 
@@ -20,6 +20,29 @@ class ConfigError(ValueError):
 
 
 MODES = ("run", "validate", "rollout", "calibrate", "generate", "train", "eval", "sft")
+
+
+REQUEST_SETTINGS = ("temperature", "seed", "logprobs", "parallel_tool_calls", "reasoning_effort", "thinking",
+                    "prompt_cache")
+"""The model settings a client turns into request parameters (what ``unsupported_params`` may name)."""
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def _check_request_settings(cfg: ModelConfig) -> None:
+    unknown = [p for p in cfg.unsupported_params if p not in REQUEST_SETTINGS]
+    if unknown:
+        raise ConfigError(f"model {cfg.name}: unsupported_params names {', '.join(map(str, unknown))}; each must be one "
+                          f"of {', '.join(REQUEST_SETTINGS)}")
+    if cfg.reasoning_effort is not None and cfg.reasoning_effort not in REASONING_EFFORTS:
+        raise ConfigError(f"model {cfg.name}: reasoning_effort must be one of {', '.join(REASONING_EFFORTS)} or "
+                          f"null, got {cfg.reasoning_effort!r}")
+    if cfg.reasoning_tokens < 0:
+        raise ConfigError(f"model {cfg.name}: reasoning_tokens must be >= 0, got {cfg.reasoning_tokens}")
+    if cfg.thinking not in (None, "adaptive", "enabled", "disabled"):
+        raise ConfigError(f"model {cfg.name}: thinking must be adaptive, enabled, disabled or null, got {cfg.thinking!r}")
+    if cfg.thinking == "enabled" and cfg.reasoning_tokens < 1024:
+        raise ConfigError(f"model {cfg.name}: thinking=enabled spends a budget of reasoning_tokens, which must be at "
+                          f"least 1024 (got {cfg.reasoning_tokens}); set reasoning_tokens or thinking=adaptive")
 
 
 @dataclass
@@ -58,6 +81,34 @@ class ModelConfig:
     """USD per million generated tokens, for cost accounting."""
     price_cached_input_per_mtok: Optional[float] = None
     """USD per million prompt tokens read from the provider's cache; None charges the full input price."""
+    price_cache_write_per_mtok: Optional[float] = None
+    """USD per million prompt tokens written to the provider's cache (Anthropic bills a write above
+    the input price, OpenAI not at all); None charges the full input price."""
+    unsupported_params: list[str] = field(default_factory=list)
+    """Settings of this config whose request parameter the model answers with an error: the client
+    never sends them, whatever a caller asks (e.g. ``[temperature]`` for OpenAI's reasoning models,
+    which take no temperature but their own). Any of temperature, seed, logprobs, parallel_tool_calls,
+    reasoning_effort, thinking, prompt_cache."""
+    parallel_tool_calls: bool = False
+    """Whether the model may call several tools in one reply. False asks the API for one call at a
+    time (OpenAI's ``parallel_tool_calls: false``, Anthropic's ``disable_parallel_tool_use``); either
+    way the agent runs every call a reply holds, in order, each with its own result."""
+    reasoning_effort: Optional[str] = None
+    """How much a reasoning model thinks (OpenAI's ``reasoning_effort``, Anthropic's
+    ``output_config.effort``): none, minimal, low, medium, high, xhigh or max; None: the model's
+    default (nothing sent)."""
+    reasoning_tokens: int = 0
+    """Tokens a call may spend reasoning on top of its ``max_tokens``. The APIs count reasoning in the
+    completion limit (OpenAI's ``max_completion_tokens``, Anthropic's ``max_tokens``), so a call asks
+    for max_tokens + reasoning_tokens: a reply's own budget (a turn, the review's
+    ``admission.review_max_tokens``) is not eaten by its reasoning. Reasoning tokens are counted
+    apart (``reasoning_tokens`` in usage, trajectories and the run's totals) and billed as output."""
+    thinking: Optional[str] = None
+    """Anthropic's thinking: adaptive (the model decides how much), enabled (a budget of
+    ``reasoning_tokens``, at least 1024) or disabled; None: nothing sent (the model's default)."""
+    prompt_cache: bool = True
+    """Ask the provider to cache the prompt's prefix (Anthropic: a top-level ``cache_control``; OpenAI
+    caches by itself): each turn of an episode reads its history back at ``price_cached_input_per_mtok``."""
     timeout_sec: float = 600.0
     """Timeout of one model call."""
     max_retries: int = 5
@@ -70,14 +121,22 @@ class ModelConfig:
     """Concurrent generation slots of an in-process server (local)."""
     seed: Optional[int] = None
     """Sampling seed where the backend supports one; None draws a fresh one."""
+    rope_scaling: Any = None
+    """Config overrides that let the model read ``context_length`` tokens (e.g. ``{rope_parameters:
+    {rope_type: yarn, factor: 4.0, original_max_position_embeddings: 32768}, max_position_embeddings:
+    131072}``), given to vLLM (--hf-overrides) and to the trainer's model load alike; None: the model
+    card's recipe of its family when the context needs one (aes/models/families.py)."""
 
     def __post_init__(self) -> None:
+        _check_request_settings(self)
         if self.temperature < 0:
             raise ConfigError(f"model temperature must be >= 0, got {self.temperature}")
         if self.max_tokens <= 0:
             raise ConfigError(f"model max_tokens must be > 0, got {self.max_tokens}")
         if self.engine not in ("auto", "vllm", "llamacpp"):
             raise ConfigError(f"model engine must be auto, vllm or llamacpp, got {self.engine!r}")
+        if self.rope_scaling is not None and not isinstance(self.rope_scaling, dict):
+            raise ConfigError(f"model rope_scaling must be a mapping of config overrides or null, got {self.rope_scaling!r}")
 
 
 @dataclass
@@ -98,10 +157,23 @@ class AgentConfig:
     """Most prompt + completion tokens per episode; None means only the model's context length limits it."""
     system_prompt: Optional[str] = None
     """Replace the built-in system prompt (see aes/agents/prompts.py)."""
+    compact_at: Optional[float] = 0.8
+    """Context compaction (aes/agents/compaction.py): when the conversation and the next reply would
+    fill more than this fraction of the model's context, the oldest tool outputs are replaced by a
+    stub, recorded in the trajectory; None: never (the episode ends at the context limit)."""
+    compact_to: float = 0.5
+    """Fraction of the context a compaction brings the conversation down to (where old outputs allow)."""
+    compact_keep: int = 2
+    """The most recent tool outputs a compaction always keeps whole."""
 
     def __post_init__(self) -> None:
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError("agent.max_turns must be >= 1, or null for no turn limit")
+        if self.compact_at is not None and not 0.0 < self.compact_to < self.compact_at <= 1.0:
+            raise ConfigError(f"agent.compact_to ({self.compact_to}) and agent.compact_at ({self.compact_at}) must "
+                              "satisfy 0 < compact_to < compact_at <= 1 (or compact_at: null for no compaction)")
+        if self.compact_keep < 0:
+            raise ConfigError("agent.compact_keep must be >= 0")
 
 
 @dataclass
@@ -132,9 +204,11 @@ class HarnessConfig:
     """Most characters of parent task files and trajectories put in a prompt-harness prompt."""
     web_access: bool = False
     """Give the proposer web access (off by default, as in the paper)."""
-    reflection: bool = False
+    reflection: bool = True
     """Between rounds, let the proposer edit its memory, skills and tools from its past rewards
-    (harness optimization, paper §3.3; on in the paper experiments)."""
+    (harness optimization, paper §3.3: a frontier proposer improves only through its harness, §4.2).
+    On at the paper's sizes; the embedded laptop proposer (``conf/scale/proposer/local.yaml``) and the
+    static pool turn it off."""
     solver_feedback: bool = True
     """Show the proposer the solver's trajectories, rewards and failures (off: the Table 3 ablation)."""
 
@@ -167,6 +241,14 @@ class ReviewCriterion:
 
 
 @dataclass
+class DomainRubric:
+    """The review criteria of one domain (``admission.domain_rubrics.<domain>``)."""
+
+    criteria: list[ReviewCriterion] = field(default_factory=list)
+    """Each replaces the shared criterion of the same name, or joins the rubric."""
+
+
+@dataclass
 class AdmissionConfig:
     """Admission checks a proposed task must pass (``conf/admission``; DESIGN.md §Admission)."""
 
@@ -182,7 +264,37 @@ class AdmissionConfig:
     review_file_chars: int = 6000
     """Most characters of each task file shown to the grader."""
     rubric: list[ReviewCriterion] = field(default_factory=list)
-    """The review criteria; every one must pass."""
+    """The review criteria of every domain; every one must pass."""
+    domain_rubrics: dict[str, DomainRubric] = field(default_factory=dict)
+    """Per domain: criteria that replace the shared one of the same name, or join the rubric."""
+
+    max_build_sec: float = 900.0
+    """Admission builds a task's image for at most this long, whatever its build_timeout_sec says
+    (checks 1-4 as a whole end in bounded time; a cached image costs nothing)."""
+    max_reference_sec: float = 900.0
+    """Admission runs solution/solve.sh for at most this long, whatever its [agent] timeout_sec says."""
+    max_verifier_sec: float = 900.0
+    """Admission runs the reference's tests for at most this long, whatever [verifier] timeout_sec says."""
+    nop_verifier_factor: float = 3.0
+    """The do-nothing run's tests get this many times the reference's measured test time (at least
+    ``nop_verifier_floor_sec``); cut there, the task is rejected (``nop.verifier_timeout``): tests that do
+    not end when the work is missing cost every failing solver attempt the whole verifier timeout."""
+    nop_verifier_floor_sec: float = 60.0
+    """The least time the do-nothing run's tests get (a [verifier] timeout_sec within this bound may be
+    waited out, as Harbor does: that do-nothing run counts as below ``nop_max_reward``, with a warning)."""
+
+    def rubric_for(self, domain: str) -> list[ReviewCriterion]:
+        """The rubric a task of ``domain`` is reviewed against (shared criteria, domain ones over them)."""
+        own = {c.name: c for c in (self.domain_rubrics[domain].criteria if domain in self.domain_rubrics else [])}
+        shared = [own.pop(c.name, c) for c in self.rubric]
+        return shared + list(own.values())
+
+    def __post_init__(self) -> None:
+        for name in ("max_build_sec", "max_reference_sec", "max_verifier_sec", "nop_verifier_factor",
+                     "nop_verifier_floor_sec"):
+            value = getattr(self, name)
+            if not 0 < value < 1e9:
+                raise ConfigError(f"admission.{name} must be a positive number of seconds (or a factor), got {value!r}")
 
 
 @dataclass
@@ -310,7 +422,8 @@ class TrainerConfig:
     """Proposer reward r_P of a valid environment that was not admitted (broken: 0, admitted: 1)."""
     weight_sync: str = "auto"
     """How the rollout engine gets new weights: auto (the solver backend's default), gguf, shared, copy,
-    vllm_server or llamacpp_server (which backend allows which: aes/train/backends.py)."""
+    vllm_server (NCCL into running vLLM servers, GPUs), vllm_reload (a safetensors checkpoint the running
+    vLLM servers reload in place, CPU) or llamacpp_server (which backend allows which: aes/train/backends.py)."""
     vllm_group_port: int = 51216
     """Port of the NCCL rendezvous between trainer and vLLM server (weight_sync=vllm_server)."""
     updates_per_refresh: int = 16
@@ -342,8 +455,9 @@ class TrainerConfig:
                               f"trainer.max_seq_len ({self.max_seq_len})")
         if not 0.0 <= self.proposer_partial_reward <= 1.0:
             raise ConfigError("trainer.proposer_partial_reward must lie in [0, 1]")
-        if self.weight_sync not in ("auto", "gguf", "shared", "copy", "vllm_server", "llamacpp_server"):
-            raise ConfigError("trainer.weight_sync must be auto, gguf, shared, copy, vllm_server or "
+        if self.weight_sync not in ("auto", "gguf", "shared", "copy", "vllm_server", "vllm_reload",
+                                    "llamacpp_server"):
+            raise ConfigError("trainer.weight_sync must be auto, gguf, shared, copy, vllm_server, vllm_reload or "
                               f"llamacpp_server, got {self.weight_sync!r}")
 
 
@@ -371,6 +485,13 @@ class SandboxConfig:
     ``conf/sandbox/docker.yaml`` holds the paper's 8 GiB, ``conf/scale/`` the laptop's."""
     pids_limit: int = 1024
     """Most processes in one trial container (stops fork bombs)."""
+    build_memory_mb: int = 8192
+    """Memory of an image build's steps in MiB (clamped to the host; 0: no cap)."""
+    build_cpus: float = 4.0
+    """CPUs of an image build's steps (clamped to the host; 0: no cap)."""
+    build_pids_limit: int = 4096
+    """Most processes of an image build's steps at once (a cgroup of its own: needs a local engine
+    with the cgroupfs driver and aes as root; 0: no cap)."""
     default_build_timeout_sec: float = 600.0
     """Image build limit when task.toml gives none."""
     default_agent_timeout_sec: float = 600.0
@@ -422,7 +543,16 @@ class SandboxConfig:
     max_instruction_kb: int = 256
     """Largest instruction.md accepted, in KiB."""
     max_carry_entries: int = 200000
-    """Most changed paths carried from the agent's container into the verifier's."""
+    """Most changed paths carried from the agent's container into the verifier's (and four times as
+    many looked at, those not carried included)."""
+    max_carry_sec: float = 120.0
+    """Longest time reading the agent's changes may take; past it the attempt ends as
+    storage_exceeded (an agent that leaves too much to carry scores 0)."""
+    tamper_audit: bool = True
+    """Watch which of the agent's carried files the verifier's processes run (fanotify on the
+    engine's host, as root; aes/sandbox/audit.py): one loaded as code where the reference
+    solution's verification loaded none, or a start-up or loader path touched, ends the attempt
+    as tampered (reward 0)."""
     isolate_host: bool = True
     """Run builds and trials on aes's own bridge network, from which the host's own services (the
     engine's gateway and every host address) cannot be reached (needs root and iptables; a warning
@@ -478,11 +608,16 @@ class SandboxConfig:
             raise ConfigError("sandbox.concurrency must be >= 1")
         if self.output_limit_bytes < 1024:
             raise ConfigError("sandbox.output_limit_bytes must be >= 1024")
+        if self.build_memory_mb < 0 or self.build_cpus < 0 or self.build_pids_limit < 0:
+            raise ConfigError("sandbox.build_memory_mb, build_cpus and build_pids_limit must be >= 0 (0: no cap)")
+        if 0 < self.build_pids_limit < 16 or 0 < self.build_memory_mb < 64:
+            raise ConfigError("sandbox.build_pids_limit must be 0 or >= 16 and sandbox.build_memory_mb 0 or >= 64: "
+                              "a build needs a few processes and some memory for its shell")
         if self.engine_retries < 0 or self.engine_wait_sec < 0:
             raise ConfigError("sandbox.engine_retries and sandbox.engine_wait_sec must be >= 0")
         for name in ("max_build_timeout_sec", "max_agent_timeout_sec", "max_verifier_timeout_sec", "max_cpus",
                      "max_memory_mb", "default_storage_mb", "max_storage_mb", "storage_poll_sec",
-                     "max_tests_mb", "max_instruction_kb", "max_carry_entries"):
+                     "max_tests_mb", "max_instruction_kb", "max_carry_entries", "max_carry_sec"):
             value = getattr(self, name)
             if not 0 < value < 1e12:
                 raise ConfigError(f"sandbox.{name} must be a positive number, got {value!r}")
@@ -709,6 +844,15 @@ class ClusterConfig:
     """Rendezvous port of the trainer ranks on the first trainer node; None: derived from the job id."""
     dist_timeout_min: float = 1440.0
     """Timeout of the trainer ranks' collectives: the other ranks wait on rank 0's rollouts between updates."""
+    python: Optional[str] = None
+    """The interpreter whose vLLM serves (backend vllm); None: ``.aes-cache/vllm-venv`` when setup made it
+    (AES_WITH_VLLM=1, vLLM's CPU build), else this interpreter (the ``vllm`` extra on GPU machines)."""
+    tool_parser: str = "auto"
+    """vLLM's --tool-call-parser: auto (the model family's, aes/models/families.py; none for a family
+    without tool calls, whose solver then writes fenced blocks), none, or a parser name."""
+    model_config: Optional[str] = None
+    """A copy of the served model's config.json (or its directory) for the preflight's context check
+    where the model itself is not on this machine; None: read it from the model."""
 
     def __post_init__(self) -> None:
         if self.backend not in ("vllm", "llamacpp"):
@@ -762,6 +906,8 @@ class AesConfig:
     such attempts are never scored."""
     run_dir: Optional[str] = None
     """Output directory; None uses Hydra's run dir."""
+    resume: Optional[str] = None
+    """A run dir to continue with the config it was started with (``python -m aes.run resume=RUN_DIR``)."""
     proposer: ModelConfig = field(default_factory=ModelConfig)
     """The model that builds environments."""
     solver: ModelConfig = field(default_factory=ModelConfig)

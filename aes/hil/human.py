@@ -49,7 +49,7 @@ class ModelJudge:
         messages = [{"role": "system", "content": self.prompt},
                     {"role": "user", "content": f"Blockers:\n{registry}\n\nQuestion:\n{question}\n\n"
                                                 "Reply with a JSON list of the blocker ids the question asks about."}]
-        reply = self.model.chat(messages, max_tokens=200, temperature=0.0).text
+        reply = self.model.chat(messages, max_tokens=200).text  # sampled as the model's config says
         found = re.search(r"\[.*?\]", reply, re.DOTALL)
         try:
             ids = json.loads(found.group(0)) if found else []

@@ -3,8 +3,17 @@
 Converts the OpenAI-style message list of :mod:`aes.models.base` to the Messages API:
 system prompts go to the separate ``system`` parameter, assistant tool calls become
 ``tool_use`` blocks and tool results ``tool_result`` blocks of a user turn (consecutive
-results share one turn). The SDK's own retries are off; :class:`BaseChatModel` retries
-what :meth:`AnthropicChat._retryable` classifies as transient.
+results share one turn); an assistant turn's signed thinking blocks (``reasoning_blocks``)
+go back unchanged ahead of its text and calls, as the API requires with tool use. The SDK's
+own retries are off; :class:`BaseChatModel` retries what :meth:`AnthropicChat._retryable`
+classifies as transient.
+
+What a request carries follows the model's config: ``max_tokens`` plus ``reasoning_tokens``
+(thinking counts in the limit), ``thinking`` and ``reasoning_effort`` (``output_config.effort``),
+``disable_parallel_tool_use`` unless ``parallel_tool_calls``, a top-level ``cache_control``
+with ``prompt_cache``; a setting named in ``unsupported_params`` is never sent. The API version
+the SDK speaks has no sampling parameters: no temperature is ever sent. Usage counts cache
+reads and writes and thinking tokens apart.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ from typing import Any
 
 import anthropic
 
-from aes.config import ModelConfig
+from aes.config import ConfigError, ModelConfig
 from aes.models.base import (
     HEALTH_TIMEOUT_SEC,
     BaseChatModel,
@@ -47,6 +56,8 @@ _STOP_REASONS = {
     "model_context_window_exceeded": "length",
     "tool_use": "tool_calls",
 }
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+"""The Messages API's ``output_config.effort`` values."""
 
 
 
@@ -129,7 +140,8 @@ def convert_messages(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str
         elif role == "user":
             add("user", _content_blocks(msg.get("content")))
         elif role == "assistant":
-            blocks = _content_blocks(msg.get("content"))
+            # signed thinking blocks first, exactly as they came
+            blocks = [dict(b) for b in msg.get("reasoning_blocks") or []] + _content_blocks(msg.get("content"))
             for call in msg.get("tool_calls") or []:
                 tc = _tool_call_dict(call)
                 blocks.append({"type": "tool_use", "id": tc["id"], "name": tc["name"], "input": tc["arguments"]})
@@ -171,9 +183,12 @@ class AnthropicChat(BaseChatModel):
         if cfg.base_url:
             kwargs["base_url"] = cfg.base_url
         self._client = anthropic.Anthropic(**kwargs)
-        if cfg.temperature != 1.0:
+        if cfg.temperature != 1.0 and self.sends("temperature"):
             log.warning("model %r: the Anthropic Messages API takes no temperature; temperature=%g is ignored",
                         cfg.name, cfg.temperature)
+        if cfg.reasoning_effort is not None and cfg.reasoning_effort not in EFFORTS:
+            raise ConfigError(f"model {cfg.name!r} (backend anthropic): reasoning_effort must be one of "
+                              f"{', '.join(EFFORTS)} or null, got {cfg.reasoning_effort!r}")
 
     @property
     def endpoint(self) -> str:
@@ -210,14 +225,7 @@ class AnthropicChat(BaseChatModel):
 
     def _chat_once(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None,
                    max_tokens: int, temperature: float) -> ChatResult:
-        system, turns = convert_messages(messages)
-        # No sampling parameters: the API version the SDK sends (2026-10-21, SDK 2.x) rejects
-        # temperature/top_p/top_k with a 400, and the SDK's create() has no such arguments.
-        params: dict[str, Any] = {"model": self.config.model, "messages": turns, "max_tokens": max_tokens}
-        if system:
-            params["system"] = system
-        if tools:
-            params["tools"] = convert_tools(tools)
+        params = self.request_params(messages, tools, max_tokens)
         try:
             resp = self._client.messages.create(**params)
         except anthropic.APIStatusError as exc:
@@ -231,14 +239,45 @@ class AnthropicChat(BaseChatModel):
             raise
         return self._parse(resp)
 
+    def request_params(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None,
+                       max_tokens: int) -> dict[str, Any]:
+        """Keyword arguments of ``messages.create`` for one call.
+
+        No sampling parameters: the API version the SDK sends (2026-10-21, SDK 2.x) rejects
+        temperature/top_p/top_k with a 400, and the SDK's create() has no such arguments."""
+        cfg = self.config
+        system, turns = convert_messages(messages)
+        params: dict[str, Any] = {"model": cfg.model, "messages": turns, "max_tokens": self.completion_limit(max_tokens)}
+        if system:
+            params["system"] = system
+        if tools:
+            params["tools"] = convert_tools(tools)
+            if not cfg.parallel_tool_calls and self.sends("parallel_tool_calls"):
+                params["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
+        if cfg.thinking is not None and self.sends("thinking"):
+            params["thinking"] = ({"type": "enabled", "budget_tokens": cfg.reasoning_tokens}
+                                  if cfg.thinking == "enabled" else {"type": cfg.thinking})
+        if cfg.reasoning_effort is not None and self.sends("reasoning_effort"):
+            params["output_config"] = {"effort": cfg.reasoning_effort}
+        if cfg.prompt_cache and self.sends("prompt_cache"):
+            params["cache_control"] = {"type": "ephemeral"}  # the prompt up to its last block is cached
+        return params
+
     @staticmethod
     def _parse(resp: Any) -> ChatResult:
         texts: list[str] = []
         calls: list[ToolCall] = []
+        thoughts: list[str] = []
+        signed: list[dict[str, Any]] = []
         for block in resp.content or []:
             kind = getattr(block, "type", None)
             if kind == "text":
                 texts.append(block.text)
+            elif kind == "thinking":
+                thoughts.append(block.thinking)
+                signed.append({"type": "thinking", "thinking": block.thinking, "signature": block.signature})
+            elif kind == "redacted_thinking":
+                signed.append({"type": "redacted_thinking", "data": block.data})
             elif kind == "tool_use":
                 args = block.input if isinstance(block.input, dict) else {}
                 raw = "" if isinstance(block.input, dict) else json.dumps(block.input)
@@ -249,14 +288,19 @@ class AnthropicChat(BaseChatModel):
         u = resp.usage
         cache_read = getattr(u, "cache_read_input_tokens", None) or 0
         cache_write = getattr(u, "cache_creation_input_tokens", None) or 0
+        details = getattr(u, "output_tokens_details", None)
         usage = Usage(
-            # input_tokens excludes cached prompt tokens; prompt_tokens counts the whole prompt.
+            # input_tokens excludes the prompt tokens read from or written to the cache;
+            # prompt_tokens counts the whole prompt.
             prompt_tokens=(u.input_tokens or 0) + cache_read + cache_write,
-            completion_tokens=u.output_tokens or 0,
+            completion_tokens=u.output_tokens or 0,  # thinking included (what is billed)
             cached_tokens=cache_read,
+            cache_write_tokens=cache_write,
+            reasoning_tokens=(getattr(details, "thinking_tokens", None) or 0) if details is not None else 0,
         )
         return ChatResult(text="".join(texts), tool_calls=calls, finish_reason=finish, usage=usage,
-                          model=getattr(resp, "model", "") or "")
+                          model=getattr(resp, "model", "") or "", reasoning="\n\n".join(thoughts),
+                          reasoning_blocks=signed or None)
 
     def _retryable(self, exc: Exception) -> float | None:
         if isinstance(exc, anthropic.APIStatusError):

@@ -61,12 +61,24 @@ class ToolCall:
 @dataclass
 class Usage:
     prompt_tokens: int = 0
+    """Every token of the prompt, read from the provider's cache or not."""
     completion_tokens: int = 0
+    """Every generated token, reasoning included (what the output price bills)."""
     cached_tokens: int = 0
+    """Prompt tokens read from the provider's cache (part of ``prompt_tokens``)."""
+    cache_write_tokens: int = 0
+    """Prompt tokens written to the provider's cache (part of ``prompt_tokens``)."""
+    reasoning_tokens: int = 0
+    """Generated tokens spent reasoning (part of ``completion_tokens``), where the provider says."""
 
     @property
     def total(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def context(self) -> int:
+        """Tokens of this call the conversation carries on: reasoning is not sent back."""
+        return self.prompt_tokens + self.completion_tokens - self.reasoning_tokens
 
 
 @dataclass
@@ -79,6 +91,8 @@ class ChatResult:
     """stop, length or tool_calls."""
     usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
+    reasoning_cost_usd: float = 0.0
+    """The part of ``cost_usd`` paid for reasoning tokens."""
     model: str = ""
     latency_sec: float = 0.0
     prompt_token_ids: list[int] | None = None
@@ -89,6 +103,11 @@ class ChatResult:
     """Log-prob of each generated token under the sampling engine (the DPPO behaviour policy)."""
     policy_version: int | None = None
     """Version of the weights that generated this (updates pushed to the engine), where known."""
+    reasoning: str = ""
+    """The model's reasoning as the provider shows it (a summary, or nothing where it is hidden)."""
+    reasoning_blocks: list[dict[str, Any]] | None = None
+    """The provider's reasoning items as they came (Anthropic's signed thinking blocks), to send back
+    unchanged with this turn: an assistant message carries them under ``reasoning_blocks``."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -114,10 +133,16 @@ class ChatModel(Protocol):
 
 
 def cost_usd(cfg: ModelConfig, usage: Usage) -> float:
-    """Cost of a call from the config's pricing table (USD per million tokens)."""
-    cached = cfg.price_input_per_mtok if cfg.price_cached_input_per_mtok is None else cfg.price_cached_input_per_mtok
-    return ((usage.prompt_tokens - usage.cached_tokens) * cfg.price_input_per_mtok
-            + usage.cached_tokens * cached + usage.completion_tokens * cfg.price_output_per_mtok) / 1e6
+    """Cost of a call from the config's pricing table (USD per million tokens): prompt tokens read
+    from the cache at ``price_cached_input_per_mtok``, written to it at ``price_cache_write_per_mtok``
+    (each the input price where unset), the rest at the input price; every generated token, reasoning
+    included, at the output price."""
+    read = cfg.price_input_per_mtok if cfg.price_cached_input_per_mtok is None else cfg.price_cached_input_per_mtok
+    write = cfg.price_input_per_mtok if cfg.price_cache_write_per_mtok is None else cfg.price_cache_write_per_mtok
+    fresh = usage.prompt_tokens - usage.cached_tokens - usage.cache_write_tokens
+    return (fresh * cfg.price_input_per_mtok + usage.cached_tokens * read + usage.cache_write_tokens * write
+            + usage.completion_tokens * cfg.price_output_per_mtok) / 1e6
+
 
 def retry_after_seconds(headers: Any) -> float | None:
     """Seconds a ``retry-after-ms`` / ``retry-after`` (seconds or HTTP date) header asks for."""
@@ -193,6 +218,9 @@ class RunBudget:
         self.usd = 0.0
         self.tokens = 0
         self.calls = 0
+        self.counts = {"reasoning_tokens": 0, "cached_tokens": 0, "cache_write_tokens": 0}
+        """The run's tokens of each kind (parts of ``tokens``) beside the total."""
+        self.reasoning_usd = 0.0
         self._lock = threading.Lock()
 
     def check(self) -> None:
@@ -212,10 +240,17 @@ class RunBudget:
             self.usd += result.cost_usd
             self.tokens += result.usage.total
             self.calls += 1
+            self.reasoning_usd += result.reasoning_cost_usd
+            for kind in self.counts:
+                self.counts[kind] += getattr(result.usage, kind)
 
     def summary(self) -> dict[str, float]:
+        """The run's spending: ``cost_usd``, ``tokens`` and ``model_calls``, and the parts of them
+        spent reasoning (``reasoning_tokens``, ``reasoning_cost_usd``) or read from / written to the
+        providers' caches (``cached_tokens``, ``cache_write_tokens``)."""
         with self._lock:
-            return {"cost_usd": self.usd, "tokens": self.tokens, "model_calls": self.calls}
+            return {"cost_usd": self.usd, "tokens": self.tokens, "model_calls": self.calls,
+                    "reasoning_cost_usd": self.reasoning_usd, **self.counts}
 
 
 class BaseChatModel:
@@ -277,12 +312,23 @@ class BaseChatModel:
         if result.policy_version is None:
             result.policy_version = version
         result.cost_usd = cost_usd(self.config, result.usage)
+        result.reasoning_cost_usd = result.usage.reasoning_tokens * self.config.price_output_per_mtok / 1e6
         self.budget.charge(result)
         return result
 
     def _chat_once(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None,
                    max_tokens: int, temperature: float) -> ChatResult:
         raise NotImplementedError
+
+    def sends(self, setting: str) -> bool:
+        """Whether a request may carry the parameter of config ``setting`` (``temperature``,
+        ``parallel_tool_calls``, ...): not when the model's config lists it in ``unsupported_params``."""
+        return setting not in self.config.unsupported_params
+
+    def completion_limit(self, max_tokens: int) -> int:
+        """The API's limit on generated tokens for a reply of ``max_tokens``: the model's
+        ``reasoning_tokens`` come on top, as the APIs count reasoning in that limit."""
+        return max_tokens + self.config.reasoning_tokens
 
     def _retryable(self, exc: Exception) -> float | None:
         """Seconds to wait before retrying ``exc`` (0: exponential backoff), None: do not retry."""

@@ -199,6 +199,35 @@ class OpenAIChat(BaseChatModel):
         """Calls each server has served."""
         self._next = 0
         self._affinity: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self.server_versions = False
+        """Read the policy version from the vLLM server before each call (``GET /weight_info``, set by
+        the trainer's ``vllm_reload`` push): a client in another process than the trainer's (an agent on
+        a Ray worker) then records the version that serves it, not the one it was built with."""
+
+    @property
+    def weights_version(self) -> int:  # type: ignore[override]
+        if self.server_versions:
+            served = self.served_version()
+            if served is not None:
+                return max(served, self._weights_version)
+        return self._weights_version
+
+    def served_version(self) -> int | None:
+        """The policy version the (first) vLLM server reports, None when it reports none."""
+        import urllib.error
+        import urllib.request
+
+        root = self.endpoint.removesuffix("/v1")
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(root + "/weight_info", timeout=HEALTH_TIMEOUT_SEC) as response:
+                value = json.loads(response.read()).get("weight_version")
+        except (OSError, ValueError, AttributeError):
+            return None
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            return None
 
     @property
     def endpoint(self) -> str:
@@ -266,22 +295,30 @@ class OpenAIChat(BaseChatModel):
 
     def request_params(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None,
                        max_tokens: int, temperature: float) -> dict[str, Any]:
-        """Keyword arguments of ``chat.completions.create`` for one call."""
-        params: dict[str, Any] = {
-            "model": self.config.model,
-            "messages": convert_messages(messages),
-            "temperature": temperature,
-        }
+        """Keyword arguments of ``chat.completions.create`` for one call.
+
+        The completion limit is ``max_tokens`` plus the model's ``reasoning_tokens`` (reasoning counts
+        in it); ``parallel_tool_calls: false`` goes with tools unless the config allows parallel calls;
+        ``reasoning_effort`` where configured. A setting named in ``unsupported_params`` (e.g. the
+        temperature, which OpenAI's reasoning models reject) is never sent."""
+        cfg = self.config
+        params: dict[str, Any] = {"model": cfg.model, "messages": convert_messages(messages)}
+        if self.sends("temperature"):
+            params["temperature"] = temperature
         if self.compatible:
-            params["max_tokens"] = max_tokens
+            params["max_tokens"] = self.completion_limit(max_tokens)
         else:
             # The hosted API rejects max_tokens for reasoning models (o-series, gpt-5).
-            params["max_completion_tokens"] = max_tokens
+            params["max_completion_tokens"] = self.completion_limit(max_tokens)
         if tools:
             params["tools"] = convert_tools(tools)
-        if self.config.seed is not None:
+            if not cfg.parallel_tool_calls and self.sends("parallel_tool_calls"):
+                params["parallel_tool_calls"] = False
+        if cfg.reasoning_effort is not None and self.sends("reasoning_effort"):
+            params["reasoning_effort"] = cfg.reasoning_effort
+        if self.config.seed is not None and self.sends("seed"):
             params["seed"] = self.config.seed
-        if self.config.logprobs:
+        if self.config.logprobs and self.sends("logprobs"):
             params["logprobs"] = True
             if self.compatible:
                 params["extra_body"] = {"return_token_ids": True, "return_tokens_as_token_ids": True}
@@ -454,13 +491,18 @@ class OpenAIChat(BaseChatModel):
 
         usage = Usage()
         if resp.usage is not None:
-            details = getattr(resp.usage, "prompt_tokens_details", None)
+            prompt = getattr(resp.usage, "prompt_tokens_details", None)
+            completion = getattr(resp.usage, "completion_tokens_details", None)
             usage = Usage(prompt_tokens=resp.usage.prompt_tokens or 0,
-                          completion_tokens=resp.usage.completion_tokens or 0,
-                          cached_tokens=(getattr(details, "cached_tokens", None) or 0) if details else 0)
+                          completion_tokens=resp.usage.completion_tokens or 0,  # reasoning included
+                          cached_tokens=getattr(prompt, "cached_tokens", None) or 0,
+                          cache_write_tokens=getattr(prompt, "cache_write_tokens", None) or 0,
+                          reasoning_tokens=getattr(completion, "reasoning_tokens", None) or 0)
 
+        # vLLM's reasoning parsers return the thinking apart (``reasoning``; ``reasoning_content`` before)
+        reasoning = getattr(msg, "reasoning", None) or getattr(msg, "reasoning_content", None)
         result = ChatResult(text=msg.content or "", tool_calls=calls, finish_reason=finish, usage=usage,
-                            model=resp.model or "")
+                            model=resp.model or "", reasoning=reasoning if isinstance(reasoning, str) else "")
         content = choice.logprobs.content if choice.logprobs is not None else None
         if self.config.logprobs and content:
             result.completion_logprobs = [float(t.logprob) for t in content]

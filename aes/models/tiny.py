@@ -38,6 +38,11 @@ PRESETS: dict[str, dict[str, Any]] = {
                    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2},
     "tiny-llama": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 256,
                    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2},
+    # the same width with heads of 32 dimensions: the smallest vLLM's CPU attention runs
+    "tiny-qwen2-vllm": {"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 256,
+                        "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1},
+    "tiny-qwen3-vllm": {"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 256, "head_dim": 32,
+                        "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1},
 }
 
 _COMMANDS = """\

@@ -1,5 +1,10 @@
 """The environment pool: SQLite (WAL) for state, a content-addressed directory for task files.
 
+Capacity: with ``capacity`` set (the flywheel sets ``flywheel.pool_size``), an env is admitted only
+while the pool holds fewer admitted envs; the count and the change are one transaction, so
+episodes admitting at once never overshoot. An env in the band that finds the pool full stays
+``calibrated`` — waiting for room — until :meth:`PoolStore.admit_waiting` lets it in.
+
 Crash safety: a task's files are written to ``tasks/<hash>/`` through a temporary
 directory and an atomic rename *before* its row is committed, so a committed row
 always points at complete files, and every state change is one SQLite transaction
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sqlite3
@@ -25,6 +31,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from aes.tasks import Task, load_task
+
+log = logging.getLogger(__name__)
 
 STATUSES = ("proposed", "invalid", "valid", "calibrated", "admitted", "retired")
 # Where a status may go next; admitted envs only ever become retired.
@@ -76,7 +84,8 @@ CREATE TABLE IF NOT EXISTS assignments (
     cost_usd REAL NOT NULL DEFAULT 0,
     tokens INTEGER NOT NULL DEFAULT 0,
     created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    result TEXT
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
@@ -95,13 +104,28 @@ def content_hash(task_dir: Path) -> str:
         rel = path.relative_to(task_dir)
         if any(part in _IGNORED for part in rel.parts) or path.is_dir() and not path.is_symlink():
             continue
-        if path.is_symlink():
-            digest.update(f"L\0{rel.as_posix()}\0{os.readlink(path)}\0".encode())
+        if path.is_symlink():  # names as bytes: a draft's file names need not be UTF-8
+            digest.update(os.fsencode(f"L\0{rel.as_posix()}\0{os.readlink(path)}\0"))
             continue
         executable = os.access(path, os.X_OK)
-        digest.update(f"F\0{rel.as_posix()}\0{int(executable)}\0".encode())
+        digest.update(os.fsencode(f"F\0{rel.as_posix()}\0{int(executable)}\0"))
         digest.update(_file_digest(path))
     return digest.hexdigest()
+
+
+def _ignored(directory: str, names: list[str]) -> set[str]:
+    """What the pool does not copy: caches, and pipes, sockets and devices (a proposer's container may
+    leave them in a draft; copying one would block or fail, and no task needs one)."""
+    skipped = set(names) & _IGNORED
+    for name in names:
+        try:
+            mode = os.lstat(os.path.join(directory, name)).st_mode
+        except OSError:
+            skipped.add(name)
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            skipped.add(name)
+    return skipped
 
 
 def _file_digest(path: Path) -> bytes:
@@ -150,14 +174,20 @@ class EnvRecord:
 class PoolStore:
     """The pool of a run; safe to use from several threads of one process."""
 
-    def __init__(self, root: str | Path):
+    def __init__(self, root: str | Path, capacity: int | None = None):
         self.root = Path(root)
         self.tasks_dir = self.root / "tasks"
         self.tasks_dir.mkdir(parents=True, exist_ok=True)
+        self.capacity = capacity
+        """Most admitted envs at once (None: no limit); see the module doc."""
         self._local = threading.local()
         self._write_lock = threading.Lock()
         with self._write_lock:
-            self._db().executescript(SCHEMA)
+            db = self._db()
+            db.executescript(SCHEMA)
+            columns = {r["name"] for r in db.execute("PRAGMA table_info(assignments)").fetchall()}
+            if "result" not in columns:  # a pool written by an older aes
+                db.execute("ALTER TABLE assignments ADD COLUMN result TEXT")
 
     # -- connections -------------------------------------------------------------------
     def _db(self) -> sqlite3.Connection:
@@ -190,8 +220,7 @@ class PoolStore:
             return final
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = final.parent / f".tmp-{digest[:12]}-{uuid.uuid4().hex[:8]}"
-        shutil.copytree(task_dir, tmp, symlinks=True,
-                        ignore=shutil.ignore_patterns(*_IGNORED))
+        shutil.copytree(task_dir, tmp, symlinks=True, ignore=_ignored)
         _fsync_tree(tmp)
         try:
             os.rename(tmp, final)
@@ -251,17 +280,44 @@ class PoolStore:
         return [r for r in (self._record(row) for row in rows) if r is not None]
 
     def set_status(self, env_id: str, status: str, *, mean_reward: float | None = None,
-                   std_reward: float | None = None) -> None:
+                   std_reward: float | None = None) -> str:
+        """Move the env to ``status``; returns the status it has now: ``calibrated`` instead of
+        ``admitted`` when the pool is at its ``capacity`` (it waits for room)."""
         with self._tx() as db:
             row = db.execute("SELECT status FROM envs WHERE env_id = ?", (env_id,)).fetchone()
             if row is None:
                 raise PoolError(f"no env {env_id!r}")
             if status != row["status"] and status not in TRANSITIONS[row["status"]]:
                 raise PoolError(f"env {env_id}: {row['status']} -> {status} is not allowed")
+            if status == "admitted" and row["status"] != "admitted" and self._full(db):
+                status = "calibrated" if row["status"] in ("calibrated", "valid") else row["status"]
+                log.info("%s: the pool is full (%d admitted envs, its capacity): it stays %s, waiting for room",
+                         env_id, self.capacity, status)
             db.execute(
                 "UPDATE envs SET status = ?, mean_reward = COALESCE(?, mean_reward),"
                 " std_reward = COALESCE(?, std_reward), updated_at = ? WHERE env_id = ?",
                 (status, mean_reward, std_reward, time.time(), env_id))
+        return status
+
+    def _full(self, db: sqlite3.Connection) -> bool:
+        if self.capacity is None:
+            return False
+        return db.execute("SELECT COUNT(*) FROM envs WHERE status = 'admitted'").fetchone()[0] >= self.capacity
+
+    def admit_waiting(self) -> list[str]:
+        """Admit envs waiting for room (``calibrated``: in the band when the pool was full), the most
+        recently calibrated first, while the pool has room; their ids."""
+        admitted = []
+        for env in sorted(self.envs("calibrated"), key=lambda e: -e.updated_at):
+            if self.set_status(env.env_id, "admitted") != "admitted":
+                break
+            admitted.append(env.env_id)
+        return admitted
+
+    def ever_admitted(self) -> int:
+        """Envs from the proposer that have entered the pool so far (admitted now, or retired since)."""
+        return self._db().execute("SELECT COUNT(*) FROM envs WHERE source != 'seed' AND status IN "
+                                  "('admitted', 'retired')").fetchone()[0]
 
     def add_verdict(self, env_id: str, stage: str, passed: bool, reasons: list[str],
                     details: dict[str, Any] | None = None) -> None:
@@ -332,9 +388,17 @@ class AssignmentLog:
                        " tokens = ?, updated_at = ? WHERE assignment_id = ?",
                        (outcome, env_id, cost_usd, tokens, time.time(), assignment_id))
 
+    def record_result(self, assignment_id: str, result: dict[str, Any]) -> None:
+        """Keep what the episode of a closed assignment produced (its Table 2 columns, feedback, ...),
+        so that a resumed run counts it in its round."""
+        with self.store._tx() as db:
+            db.execute("UPDATE assignments SET result = ?, updated_at = ? WHERE assignment_id = ?",
+                       (json.dumps(result, default=str), time.time(), assignment_id))
+
     def rows(self, round: int | None = None) -> list[dict[str, Any]]:
         query, args = "SELECT * FROM assignments", ()
         if round is not None:
             query, args = query + " WHERE round = ?", (round,)
         rows = self.store._db().execute(query + " ORDER BY created_at", args).fetchall()
-        return [{**dict(r), "spec": json.loads(r["spec"])} for r in rows]
+        return [{**dict(r), "spec": json.loads(r["spec"]), "result": json.loads(r["result"]) if r["result"] else None}
+                for r in rows]

@@ -25,7 +25,7 @@ from aes.admission.pipeline import AdmissionPipeline, AdmissionVerdict
 from aes.agents import write_json_atomic
 from aes.errors import InfrastructureError
 from aes.paths import INFRASTRUCTURE_FAILURES, PROPOSER_TRAJECTORIES
-from aes.pool import AssignmentLog, PoolStore
+from aes.pool import AssignmentLog, PoolError, PoolStore
 from aes.proposer.assignments import Assignment
 from aes.proposer.workspace import Workspace
 from aes.tasks import TaskLoadError, load_task
@@ -78,36 +78,53 @@ class EpisodeResult:
 
 
 def run_episode(assignment: Assignment, workspace: Workspace, harness: Harness, pipeline: AdmissionPipeline,
-                pool: PoolStore, max_revisions: int, out_dir: Path) -> EpisodeResult:
-    """Drive ``harness`` through at most ``max_revisions`` revisions; record everything."""
+                pool: PoolStore, max_revisions: int, out_dir: Path, calibrate_in_episode: bool = True,
+                solver_feedback: bool = True) -> EpisodeResult:
+    """Drive ``harness`` through at most ``max_revisions`` revisions; record everything.
+
+    ``calibrate_in_episode``: calibration is one of the admission stages a revision answers (the
+    flywheel, App. G.4); False (Table 2 and Table 8, §4.1 and App. C): revisions answer checks 1-6
+    only and the env finally submitted is calibrated once afterwards, reported beside its validity.
+    ``solver_feedback`` False (Table 3's ablation): the proposer is told nothing of the solver's
+    results — a calibration verdict reaches it without rewards and without the diagnostic run."""
     result = EpisodeResult(assignment=assignment)
     log_ = AssignmentLog(pool)
     failure: InfrastructureError | None = None
+    parent = _parent_dir(pool, assignment.parent_env_id)
     try:
         log.info("%s: episode started (parent %s, %s; harness %s)", assignment.assignment_id, assignment.parent_name,
                  assignment.direction, harness.name)
         draft = harness.start(assignment, workspace)
+        verdict, env_id = None, None
         for revision in range(max_revisions + 1):
             log.info("%s: revision %d: %s", assignment.assignment_id, revision,
                      f"draft {draft.name} handed in, admission starts" if draft else f"no draft ({harness.note})")
             result.revisions = revision
-            verdict, env_id = _admit(draft, assignment, harness, pipeline, pool, revision)
+            verdict, env_id = _admit(draft, assignment, harness, pipeline, pool, revision, parent,
+                                     calibrate_in_episode)
             if verdict is None:
                 result.failed_stages.append("no_draft")
                 feedback = f"No task was handed in: {harness.note or 'no draft found'}."
             else:
-                if verdict.outcome != "admitted":
-                    result.failed_stages.append(verdict.failed_stage or "static")
-                    result.reasons += [str(reason) for reason in verdict.reasons]
-                result.outcome, result.env_id = verdict.outcome, env_id
-                _table2(result, verdict, pool.get(env_id).path)
-                feedback = verdict.feedback(None if verdict.admitted else _diagnostic_in(workspace, verdict))
+                _judged(result, verdict, env_id, pool)
+                if not solver_feedback:
+                    feedback = _without_solver(verdict)
+                else:
+                    feedback = verdict.feedback(None if verdict.admitted else _diagnostic_in(workspace, verdict))
             result.feedback.append(feedback)
-            if verdict is not None and verdict.admitted:
+            if verdict is not None and (verdict.admitted or (verdict.valid and not calibrate_in_episode)):
                 break
             if revision == max_revisions:
                 break
             draft = harness.revise(feedback)
+        if not calibrate_in_episode and verdict is not None and verdict.valid and env_id is not None:
+            verdict = pipeline.calibrate(verdict, pool.get(env_id).path, env_id)
+            _record_calibration(pool, env_id, verdict)
+            _table2(result, verdict, pool.get(env_id).path)
+            result.outcome = verdict.outcome
+            if not verdict.admitted:
+                result.failed_stages.append("calibration")
+                result.reasons += [_solver_free(r) if not solver_feedback else str(r) for r in verdict.reasons]
     except InfrastructureError as exc:
         failure = exc
         raise
@@ -117,7 +134,7 @@ def run_episode(assignment: Assignment, workspace: Workspace, harness: Harness, 
         if failure is not None:
             _set_aside(assignment, harness, result, out_dir, failure)
         else:
-            trajectory = harness.trajectory(assignment=assignment.to_dict(), outcome=result.outcome,
+            trajectory = harness.trajectory(assignment=assignment.to_dict(solver_feedback), outcome=result.outcome,
                                             env_id=result.env_id, revisions=result.revisions,
                                             failed_stages=result.failed_stages, feedback=result.feedback)
             path = out_dir / PROPOSER_TRAJECTORIES / f"{assignment.assignment_id}.json"
@@ -129,7 +146,44 @@ def run_episode(assignment: Assignment, workspace: Workspace, harness: Harness, 
             log.info("%s: episode ended %s after %d revision(s) (failed stages: %s; %d tokens, $%.4f)",
                      assignment.assignment_id, result.outcome, result.revisions,
                      ", ".join(result.failed_stages) or "none", result.tokens, result.cost_usd)
+    if not solver_feedback:
+        result.reasons = [_solver_free(r) if r.startswith("calibration") else r for r in result.reasons]
     return result
+
+
+def _parent_dir(pool: PoolStore, env_id: str) -> Path | None:
+    try:
+        return pool.get(env_id).path
+    except PoolError:  # a parent that is not in this pool (an assignment of another run): no novelty context
+        return None
+
+
+def _judged(result: EpisodeResult, verdict: AdmissionVerdict, env_id: str, pool: PoolStore) -> None:
+    """What the episode keeps of the verdict on one submission (the last one stands)."""
+    if not verdict.admitted and (verdict.failed_stage or not verdict.valid):  # valid, not yet calibrated: no failure
+        result.failed_stages.append(verdict.failed_stage or "static")
+        result.reasons += [str(reason) for reason in verdict.reasons]
+    result.outcome, result.env_id = verdict.outcome, env_id
+    _table2(result, verdict, pool.get(env_id).path)
+
+
+WITHHELD = ("in this run the solver's results are not shown to you (no rewards, no failures, no "
+            "diagnostic run)")
+
+
+def _solver_free(reason) -> str:
+    """A calibration reason without the solver's results — not even whether it found the task too hard
+    or too easy (Table 3's no-feedback arm)."""
+    text = str(reason)
+    return f"calibration.not_admitted: {WITHHELD}" if text.startswith("calibration") else text
+
+
+def _without_solver(verdict: AdmissionVerdict) -> str:
+    """Admission's feedback with nothing of the solver in it."""
+    if verdict.failed_stage != "calibration":
+        return verdict.feedback(None)
+    return ("Your task passed the admission checks, but calibration against the solver did not admit it; "
+            f"{WITHHELD}.")
 
 
 def _table2(result: EpisodeResult, verdict: AdmissionVerdict, env_path: Path) -> None:
@@ -195,7 +249,8 @@ def _set_aside(assignment: Assignment, harness: Harness, result: EpisodeResult, 
 
 
 def _admit(draft: Path | None, assignment: Assignment, harness: Harness, pipeline: AdmissionPipeline,
-           pool: PoolStore, revision: int) -> tuple[AdmissionVerdict | None, str | None]:
+           pool: PoolStore, revision: int, parent: Path | None = None,
+           calibrate: bool = True) -> tuple[AdmissionVerdict | None, str | None]:
     if draft is None:
         return None, None
     try:
@@ -208,7 +263,7 @@ def _admit(draft: Path | None, assignment: Assignment, harness: Harness, pipelin
     if not created:
         log.info("%s: draft %s has the content of pool env %s (%s)", assignment.assignment_id, draft.name,
                  env.env_id, env.status)
-    verdict = pipeline.admit(env.path, env.env_id)
+    verdict = pipeline.admit(env.path, env.env_id, parent, calibrate=calibrate)
     _record(pool, env.env_id, verdict)
     return verdict, env.env_id
 
@@ -230,8 +285,13 @@ def _record(pool: PoolStore, env_id: str, verdict: AdmissionVerdict) -> None:
     pool.add_verdict(env_id, "decontam_review", True, [])
     if status == "proposed":
         pool.set_status(env_id, "valid")
+    _record_calibration(pool, env_id, verdict)
+
+
+def _record_calibration(pool: PoolStore, env_id: str, verdict: AdmissionVerdict) -> None:
+    """Store the calibration verdict (if calibration ran) and admit the env when it is in the band."""
     cal = verdict.calibration
-    if cal is None:
+    if cal is None or pool.get(env_id).status in ("admitted", "retired", "invalid"):
         return
     pool.add_verdict(env_id, "calibration", verdict.admitted, [str(r) for r in verdict.reasons],
                      {"rewards": cal.rewards, "mean": cal.decision.mean, "std": cal.decision.std,

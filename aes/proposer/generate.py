@@ -15,9 +15,10 @@ from aes.config import AesConfig, ConfigError
 from aes.domains import instructions_dir, seeds_dir
 from aes.models import ChatModel
 from aes.pool import AssignmentLog, EnvRecord, PoolStore
-from aes.proposer.assignments import Assignment, make_assignments
+from aes.proposer.assignments import Assignment, SolverProfile, make_assignments
 from aes.proposer.episode import EpisodeResult, run_episode
 from aes.proposer.harness import PromptFeedbackHarness, PromptHarness
+from aes.proposer.instructions import workspace_docs
 from aes.proposer.terminal_harness import TerminalHarness
 from aes.proposer.tools import ProposerTools
 from aes.proposer.workspace import build_workspace
@@ -106,11 +107,13 @@ def assign(stack: ProposerStack, n: int, round: int, first: list[str] | None = N
     parents = pick_parents(stack, n, round, first)
     rows = fresh_rows(stack, parents, stack.cfg.flywheel.parent_attempts or stack.cfg.calibration.initial_attempts)
     return make_assignments([(e.env_id, e.name) for e in parents], list(rows.values()),
-                            stack.rollouts.solver_name, round)
+                            stack.rollouts.solver_name, round, SolverProfile.from_config(stack.cfg))
 
 
-def run_assignments(stack: ProposerStack, assignments: list[Assignment], opened: bool = False) -> list[EpisodeResult]:
-    """One episode per assignment, ``harness.episodes_at_once`` at a time (``opened``: already logged)."""
+def run_assignments(stack: ProposerStack, assignments: list[Assignment], opened: bool = False,
+                    calibrate_in_episode: bool = True) -> list[EpisodeResult]:
+    """One episode per assignment, ``harness.episodes_at_once`` at a time (``opened``: already logged).
+    ``calibrate_in_episode``: see :func:`~aes.proposer.episode.run_episode` (False: Table 2's protocol)."""
     if not opened:
         log_ = AssignmentLog(stack.pool)
         for a in assignments:
@@ -119,9 +122,11 @@ def run_assignments(stack: ProposerStack, assignments: list[Assignment], opened:
     def episode(a: Assignment) -> EpisodeResult:
         workspace = build_workspace(stack.paths.workspaces / a.assignment_id, a, stack.pool,
                                     stack.rollouts.root, instructions_dir(stack.cfg.domain),
-                                    stack.paths.proposer, stack.cfg.harness.solver_feedback)
+                                    stack.paths.proposer, stack.cfg.harness.solver_feedback,
+                                    workspace_docs(stack.cfg, calibrate_in_episode))
         return run_episode(a, workspace, stack.harness(), stack.pipeline, stack.pool,
-                           stack.cfg.harness.max_revisions, stack.paths.proposer)
+                           stack.cfg.harness.max_revisions, stack.paths.proposer, calibrate_in_episode,
+                           stack.cfg.harness.solver_feedback)
 
     with ThreadPoolExecutor(max_workers=max(1, stack.cfg.harness.episodes_at_once)) as pool:
         return list(pool.map(episode, assignments))
@@ -129,15 +134,18 @@ def run_assignments(stack: ProposerStack, assignments: list[Assignment], opened:
 
 def summarize(results: list[EpisodeResult]) -> dict:
     """The paper's Table 2 columns for a set of episodes, each judged on the env it finally submitted:
-    valid = admission checks 1-4 (it builds, its reference scores 1, doing nothing < 0.5), admitted =
-    checks 1-6 (also decontamination and review), calibrated = also in the calibration band (it
-    joined the pool); rates with 95% Wilson intervals; tokens and USD of every proposer-side model
-    call (review included) per valid env; Fig. 5's statistics of the valid envs; Table 8's mean
-    generation rounds of the accepted (checks 1-6) episodes (the first draft is round 1).
+    valid = admission checks 1-4 (it builds, its reference scores 1, doing nothing < 0.5: §4.1's
+    definition, no calibration in it), admitted = checks 1-6 (also decontamination and review),
+    calibrated = also in the calibration band (reported beside validity); rates with 95% Wilson
+    intervals; tokens and USD of every proposer-side model call (review included) per valid env;
+    Fig. 5's statistics of the valid envs. Table 8 (App. C.1): accepted = checks 1-4 as the domain
+    runs them (it initializes, its reference earns 1, doing nothing earns 0 where the domain demands
+    it, a second fresh start is alike and the reference passes again), neither review nor
+    calibration; the mean generation rounds of the accepted episodes (the first draft is round 1).
     With no episode (a static pool, a full pool) the rates are None — "no episodes", never a 0%."""
     n = len(results)
     valid = [r for r in results if r.checks_1_4]
-    accepted = [r for r in results if r.checks_1_6]
+    domain_accepted = valid  # App. C.1 counts checks 1-4 as the domain runs them (no review, no calibration)
     tokens, cost = sum(r.tokens for r in results), sum(r.cost_usd for r in results)
     stats = {key: [r.stats[key] for r in valid if r.stats.get(key) is not None]
              for key in ("data_files", "solver_turns", "solver_success")}
@@ -146,13 +154,16 @@ def summarize(results: list[EpisodeResult]) -> dict:
         "valid_env_rate": len(valid) / n if n else None,
         "valid": len(valid),
         "valid_ci": rate(len(valid), n),
-        "admitted": sum(r.checks_1_6 for r in results),
-        "admitted_ci": rate(sum(r.checks_1_6 for r in results), n),
+        "accepted": sum(r.checks_1_6 for r in results),
+        "accepted_ci": rate(sum(r.checks_1_6 for r in results), n),
         "calibrated": sum(r.calibrated for r in results),
         "calibrated_ci": rate(sum(r.calibrated for r in results), n),
         "failures_by_stage": dict(Counter(s for r in results for s in r.failed_stages)),
         "mean_revisions": sum(r.revisions for r in results) / n if n else None,
-        "accepted_rounds": (statistics.fmean(r.revisions + 1 for r in accepted) if accepted else None),
+        "domain_accepted": len(domain_accepted),
+        "domain_accepted_ci": rate(len(domain_accepted), n),
+        "domain_accepted_rounds": (statistics.fmean(r.revisions + 1 for r in domain_accepted)
+                                   if domain_accepted else None),
         "tokens": tokens,
         "cost_usd": cost,
         "review_cost_usd": sum(r.review_cost_usd for r in results),
@@ -163,19 +174,29 @@ def summarize(results: list[EpisodeResult]) -> dict:
     }
 
 
+PROTOCOL = {"valid": "checks 1-4 (build, reference = 1, do-nothing below the threshold)",
+            "accepted": "checks 1-6 (also decontamination and review)",
+            "domain_accepted": "checks 1-4 as the domain runs them (Table 8, App. C.1)",
+            "calibration": "after the episode, on the env it finally submitted; no revision answers it"}
+"""How ``mode=generate`` counts (Table 2 §4.1, Table 8 App. C.1; F.1: calibration is not part of validity)."""
+
+
 def generate(cfg: AesConfig, stack: ProposerStack, round: int = 0) -> tuple[list[EpisodeResult], dict]:
-    """``cfg.assignments`` episodes on the run's pool; writes ``generate.json``."""
+    """``cfg.assignments`` episodes on the run's pool, as the paper's Table 2 and Table 8 count them:
+    revisions answer checks 1-6, and the env each episode finally submitted is calibrated once after
+    it (reported beside validity, never part of it); writes ``generate.json``."""
     seed_pool(stack)
     assignments = assign(stack, cfg.assignments, round)
-    results = run_assignments(stack, assignments)
+    results = run_assignments(stack, assignments, calibrate_in_episode=False)
     summary = summarize(results)
     (stack.paths.root / "generate.json").write_text(json.dumps(
         {"proposer": cfg.proposer.name, "harness": cfg.harness.name, "domain": cfg.domain.name,
-         "solver": cfg.solver.name, "summary": summary,
+         "solver": cfg.solver.name, "protocol": PROTOCOL, "summary": summary,
          "episodes": [{**r.assignment.to_dict(), "outcome": r.outcome, "env_id": r.env_id,
-                       "revisions": r.revisions, "failed_stages": r.failed_stages, "checks_1_4": r.checks_1_4,
-                       "checks_1_6": r.checks_1_6, "calibrated": r.calibrated, "stats": r.stats,
-                       "tokens": r.tokens, "cost_usd": r.cost_usd, "review_cost_usd": r.review_cost_usd}
+                       "revisions": r.revisions, "rounds": r.revisions + 1, "failed_stages": r.failed_stages,
+                       "checks_1_4": r.checks_1_4, "checks_1_6": r.checks_1_6,
+                       "calibrated": r.calibrated, "stats": r.stats, "tokens": r.tokens, "cost_usd": r.cost_usd,
+                       "review_cost_usd": r.review_cost_usd}
                       for r in results]},
         indent=2) + "\n")
     return results, summary

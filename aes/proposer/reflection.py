@@ -67,7 +67,8 @@ def reflect(stack, round_: int, results: list) -> dict:
     for folder in keep.values():
         folder.mkdir(parents=True, exist_ok=True)
     history = _write_history(paths, round_, results, stack.cfg.trainer.proposer_partial_reward,
-                             "/workspace/history" if stack.cfg.harness.name == "terminal" else None)
+                             "/workspace/history" if stack.cfg.harness.name == "terminal" else None,
+                             stack.cfg.harness.solver_feedback)
     before = _snapshot(keep)
     started = time.monotonic()
     try:
@@ -90,10 +91,13 @@ def reflect(stack, round_: int, results: list) -> dict:
     return {"reflection/files_changed": changed, "reflection/seconds": round(time.monotonic() - started, 2)}
 
 
-def _write_history(paths, round_: int, results: list, partial: float, logs_at: str | None = None) -> Path:
+def _write_history(paths, round_: int, results: list, partial: float, logs_at: str | None = None,
+                   solver_feedback: bool = True) -> Path:
     """``round_NNN.md`` and the episodes' logs beside it in ``paths.history``; ``logs_at`` is where the
     reflection sees that folder (``/workspace/history`` in the terminal harness's sandbox; default:
-    the folder itself)."""
+    the folder itself). Without ``solver_feedback`` (Table 3's ablation) nothing of the solver's
+    results is written: no mean reward, no direction, no diagnostic runs (the episodes' feedback and
+    logs were already written without them, :func:`aes.proposer.episode.run_episode`)."""
     folder = paths.history
     folder.mkdir(parents=True, exist_ok=True)
     rewards = {"broken": 0.0, "valid": partial, "admitted": 1.0}
@@ -104,13 +108,15 @@ def _write_history(paths, round_: int, results: list, partial: float, logs_at: s
     lines = [f"# Round {round_ + 1}\n"]
     for r in results:
         a = r.assignment
-        lines.append(f"## {a.assignment_id}: parent {a.parent_name} ({a.direction}; solver mean "
-                     f"{a.mean_reward if a.mean_reward is not None else 'unknown'})\n"
+        solver = (f" ({a.direction}; solver mean {a.mean_reward if a.mean_reward is not None else 'unknown'})"
+                  if solver_feedback else "")
+        lines.append(f"## {a.assignment_id}: parent {a.parent_name}{solver}\n"
                      f"- outcome: {r.outcome} (r_P = {rewards.get(r.outcome, 0.0)}), revisions {r.revisions}\n"
                      f"- failed stages: {', '.join(r.failed_stages) or 'none'}\n"
                      f"- verdict reasons: {'none' if not r.reasons else ''}")
         lines += [f"  - {reason}" for reason in r.reasons]
-        diagnostics = _copy_diagnostics(paths.workspaces / a.assignment_id, a.assignment_id, logs)
+        diagnostics = (_copy_diagnostics(paths.workspaces / a.assignment_id, a.assignment_id, logs)
+                       if solver_feedback else {})
         for i, text in enumerate(getattr(r, "feedback", []) or []):
             for old, new in diagnostics.items():
                 text = text.replace(old, f"{shown}/{new}")

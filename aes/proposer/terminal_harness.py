@@ -24,20 +24,17 @@ from aes.sandbox.shell import ShellSession
 
 SYSTEM = """\
 You build training tasks for a terminal agent. You work in a Linux container; your workspace is
-/workspace. Read /workspace/instructions/ first: task_format.md (how a valid task looks),
-what_to_build.md, and ASSIGNMENT.md (your assignment). The parent task is under
-/workspace/past_environments/, the solver's attempts under /workspace/past_trajectories/.
-Write your task into a new directory /workspace/env_001/ (env_002/ for a second draft).
-Keep notes for future episodes in /workspace/memory/; put reusable helper scripts in /workspace/tools/;
-/workspace/skills/ holds the skills you wrote for yourself in earlier rounds (read them).
-Tools: `bash` runs one shell command; `validate` builds your draft and runs its reference
-solution and a do-nothing run; `solver_model` lets the current solver attempt it; `submit`
-hands in your latest draft and ends the episode."""
+/workspace. Read /workspace/instructions/ first: workflow.md (how you work here, your tools),
+task_format.md (how a valid task looks), what_to_build.md, reward_spread.md (how to design a task
+the solver learns from), admission.md (every check and number) and ASSIGNMENT.md (your assignment).
+The parent task is under /workspace/past_environments/, the solver's attempts under
+/workspace/past_trajectories/. Write your task into a new directory /workspace/env_001/ (env_002/
+for a second draft), check it with `validate`, and `submit` when it is ready."""
 
 FENCED_TOOLS = """
 You have no function calling: reply each turn with one command in a ```bash fenced block.
 The tools are commands of their own: a block holding just `validate env_001`, `solver_model env_001 2`
-or `submit` calls them."""
+(where workflow.md lists it) or `submit` calls them."""
 
 
 RESTARTED = """\
@@ -60,16 +57,23 @@ class TerminalHarness:
         self.deadline = 0.0
         self.note = ""
         self.end_reasons: list[str] = []
+        self.tool_tokens, self.tool_cost_usd = 0, 0.0
+        """What the tools spent on models for this episode (the review inside ``validate``)."""
+
+    def _spend(self, tokens: int, usd: float) -> None:
+        self.tool_tokens += tokens
+        self.tool_cost_usd += usd
 
     @property
     def tokens(self) -> int:
-        return self.episode.tokens if self.episode else 0
+        return (self.episode.tokens if self.episode else 0) + self.tool_tokens
 
     @property
     def cost_usd(self) -> float:
         if not self.episode:
-            return 0.0
-        return sum(s["metrics"]["cost_usd"] for s in self.episode.recorder.steps if s["source"] == "agent")
+            return self.tool_cost_usd
+        return self.tool_cost_usd + sum(s["metrics"]["cost_usd"] for s in self.episode.recorder.steps
+                                        if s["source"] == "agent")
 
     def _mounts(self, workspace: Workspace) -> dict[str, tuple[str, str]]:
         mounts = {str(workspace.root): ("/workspace", "rw"),
@@ -87,9 +91,11 @@ class TerminalHarness:
         self.container = self._container()
         system = SYSTEM + ("" if self.model.supports_tools and self.model.config.use_tools is not False
                            else FENCED_TOOLS)
-        self.episode = Episode(self.model, self.agent_cfg, self.container, system,
-                               self.tools.host_tools(workspace), agent_name="aes-proposer-terminal",
-                               progress=assignment.assignment_id)
+        parent = workspace.root / "past_environments" / assignment.parent_env_id
+        tools = self.tools.host_tools(workspace, self.cfg.solver_feedback, self._spend,
+                                      parent if parent.is_dir() else None)
+        self.episode = Episode(self.model, self.agent_cfg, self.container, system, tools,
+                               agent_name="aes-proposer-terminal", progress=assignment.assignment_id)
         brief = (workspace.root / "instructions" / "ASSIGNMENT.md").read_text()
         return self._run(brief + "\nStart by reading /workspace/instructions/.")
 

@@ -3,7 +3,9 @@
 ::
 
     instructions/           how to write a task, what to build, the assignment   (read-only)
-      kit/                  files a task copies verbatim (aes/domains/kit/: untrusted.py)
+                            + the shared docs (aes.proposer.instructions: reward_spread.md,
+                            admission.md and workflow.md, rendered from the run's config)
+      kit/                  files a task copies verbatim (aes/domains/kit/ and the domain's kit/)
     past_trajectories/      index.jsonl + <env_id>/<solver>/*.json                (read-only)
     past_environments/      <env_id>/ task files of the parent and a few others   (read-only)
     memory/ tools/ skills/  persist across rounds of a run; the proposer may edit them (and
@@ -64,9 +66,17 @@ class Workspace:
         return path if path.is_relative_to(self.root.resolve()) and path.is_dir() else None
 
 
+def kit_files(instructions: Path) -> list[Path]:
+    """The kit a domain's tasks may copy: the shared kit, then the domain's own ``kit/``
+    (beside its ``instructions/``)."""
+    return [*sorted(KIT.glob("*.py")), *sorted(p for p in (instructions.parent / "kit").glob("*") if p.is_file())]
+
+
 def build_workspace(root: Path, assignment: Assignment, pool: PoolStore, trajectories: Path,
-                    instructions: Path, persistent: Path, solver_feedback: bool = True) -> Workspace:
-    """Lay out a fresh workspace for ``assignment``; ``persistent`` holds memory/ and tools/.
+                    instructions: Path, persistent: Path, solver_feedback: bool = True,
+                    docs: dict[str, str] | None = None) -> Workspace:
+    """Lay out a fresh workspace for ``assignment``; ``persistent`` holds memory/ and tools/;
+    ``docs`` (file name -> text) join the domain's instructions.
 
     Without ``solver_feedback`` the proposer sees no trajectories and no solver statistics.
     """
@@ -75,9 +85,11 @@ def build_workspace(root: Path, assignment: Assignment, pool: PoolStore, traject
     (root / "instructions").mkdir(parents=True)
     for doc in sorted(instructions.glob("*.md")):
         shutil.copy2(doc, root / "instructions" / doc.name)
+    for name, text in (docs or {}).items():
+        (root / "instructions" / name).write_text(text)
     (root / "instructions" / "ASSIGNMENT.md").write_text(assignment.brief(solver_feedback))
     (root / "instructions" / "kit").mkdir()
-    for kit in sorted(KIT.glob("*.py")):
+    for kit in kit_files(instructions):
         shutil.copy2(kit, root / "instructions" / "kit" / kit.name)
     _copy_environments(root / "past_environments", pool, assignment.parent_env_id)
     if solver_feedback:

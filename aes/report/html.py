@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from aes.paths import RunPaths
-from aes.report.page import badge, document, duration, esc, link, num, pct, plural, rel, table, usd, when
+from aes.report.page import BADGE, badge, document, duration, esc, link, num, pct, plural, rel, table, usd, when
 from aes.report.plots import figure as _figure
 from aes.report.plots import histogram, line_plot, points
-from aes.report.rundata import RunData, counted, stage_text
+from aes.report.rundata import STATUS_NAMES, RunData, counted, stage_text
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,9 @@ def _summary(d: RunData) -> str:
     k = fly.get("proposer_interval")
     if d.rows:
         first, last = d.rows[0].get("time"), d.rows[-1].get("time")
-        if d.paths.config.is_file() and first:  # written when the run (or its last resume) started
-            first = min(first, d.paths.config.stat().st_mtime)
+        started = [p.stat().st_mtime for p in (d.paths.config, d.root / ".hydra" / "config.yaml") if p.is_file()]
+        if started and first:  # config.yaml: when the run (or its last resume) started; .hydra/: its first start
+            first = min(first, *started)
         span = ""
         if first and last:
             span = (f" from {when(first)} to {when(last)} ({duration(last - first)})" if last - first >= 1
@@ -86,16 +87,20 @@ def _summary(d: RunData) -> str:
             facts.append(f"The proposer ran 1 episode (round {eps[0].round + 1}, parent "
                          f"{eps[0].parent_name or eps[0].parent_id}): {eps[0].reason}.")
         else:
-            parts = [f"{by[o]} {o}" for o in ("admitted", "valid", "broken", "infrastructure", "open") if by.get(o)]
+            parts = [f"{by[o]} {o}" for o in ("admitted", "outside the band", "broken", "infrastructure", "interrupted",
+                                              "open") if by.get(o)]
             facts.append(f"The proposer ran {plural(len(eps), 'episode')} in {plural(rounds, 'round')}: {', '.join(parts)}"
-                         + (" (valid = passed every admission check but missed the calibration band)" if by.get("valid")
-                            else "") + ".")
+                         + (" (outside the band = passed every admission check but missed the calibration band)"
+                            if by.get("outside the band") else "") + ".")
             stages = Counter(e.failed_stage for e in eps if e.failed_stage)
             if stages:
                 facts.append(f"Episodes that were not admitted failed at: {counted(stages)}.")
     elif d.rounds:
         facts.append(f"The proposer ran no episodes: {_no_episodes(d, d.rounds)}.")
     facts.append(d.pool_sentence())
+    if d.tampered:
+        facts.append(f"{plural(d.tampered, 'solver attempt')} ended tampered: the tamper audit saw the verifier run "
+                     "the agent's files (each scored 0; the paths are in its trajectory's detail).")
     if d.updates:
         rewards = [r["solver_reward_mean"] for r in d.updates if isinstance(r.get("solver_reward_mean"), (int, float))]
         if len(rewards) == 1:
@@ -108,7 +113,10 @@ def _summary(d: RunData) -> str:
         scores = ", ".join(f"{k.split('/', 1)[1]} = {v:.3f}" for k, v in last.items()
                            if k.startswith("eval/") and k != "eval/tasks" and isinstance(v, (int, float)))
         facts.append(f"Benchmark at update {last.get('update')}: {scores} over {last.get('eval/tasks')} tasks.")
-    if d.rounds:
+    if d.spend is not None:  # every session of the run, an interrupted one's calls included
+        facts.append(f"Model calls so far: {plural(int(d.spend.get('model_calls') or 0), 'call')}, "
+                     f"{num(d.spend.get('tokens'))} tokens, {usd(d.spend.get('cost_usd'))}.")
+    elif d.rounds:
         last = d.rounds[-1]
         if last.get("tokens") is not None:
             facts.append(f"Model calls so far: {num(last.get('tokens'))} tokens, {usd(last.get('cost_usd'))}.")
@@ -137,9 +145,11 @@ def _plots(d: RunData) -> str:
                          "no valid-env rate."))
     # admissions and pool size
     if _has(rounds, "pool_size"):
-        series = [("admitted envs in the pool", *points(rounds, "round", "pool_size")),
-                  ("admitted this round", *points(rounds, "round", "admitted"))]
-        out.append(_plot("Pool size and admissions per round", line_plot(series, "round", "envs")))
+        series = [("admitted envs in the pool", *points(rounds, "round", "pool_size"))]
+        if _has(rounds, "entered_pool"):
+            series.append(("entered the pool this round", *points(rounds, "round", "entered_pool")))
+        out.append(_plot("Pool size and admissions per round", line_plot(series, "round", "envs"),
+                         "entered the pool: envs of the round's episodes that joined it (in the band, and room)"))
     else:
         out.append(_plot("Pool size and admissions per round", empty=no_round))
     # cost
@@ -218,16 +228,20 @@ def _rounds_table(d: RunData) -> str:
             else "-")
         rows.append([num(r.get("round")), num(r.get("updates")), num(r.get("assignments/rollout_update")),
                      num(r.get("assignments/count")), num(r.get("episodes")),
-                     (shown, valid if valid is not None else -1), num(r.get("admitted")),
-                     esc(counted(failures)) or '<span class="muted">none</span>', num(r.get("pool_size")),
+                     (shown, valid if valid is not None else -1), num(r.get("accepted", r.get("admitted"))),
+                     num(r.get("entered_pool")), esc(counted(failures)) or '<span class="muted">none</span>',
+                     num(r.get("pool_size")),
                      num(r.get("solver_reward_mean")), num(r.get("tokens")), (usd(r.get("cost_usd")), r.get("cost_usd") or 0),
                      (esc(when(r.get("time"))), r.get("time") or 0)])
     cols = [("round", "num"), ("updates", "num"), ("rollouts of", "num"), ("assignments", "num"), ("episodes", "num"),
-            ("valid", "num"), ("admitted", "num"), ("failed at", ""), ("pool", "num"), ("solver reward", "num"),
+            ("valid", "num"), ("accepted", "num"), ("entered pool", "num"), ("failed at", ""), ("pool", "num"),
+            ("solver reward", "num"),
             ("tokens", "num"), ("cost", "num"), ("finished", "")]
     return ('<p class="small muted">updates: DPPO updates so far (the policy version); rollouts of: the policy '
-            'version whose rollouts the assignments read; failed at: the stage of every rejected draft; tokens and '
-            'cost: the run\'s total so far.</p>' + table("rounds-table", cols, rows))
+            'version whose rollouts the assignments read; valid: the share of episodes whose env passed admission '
+            'checks 1-4 (the valid-env rate); accepted: envs that passed checks 1-6; entered pool: envs that joined '
+            'the pool (in the band, with room); failed at: the stage of every rejected draft; tokens and cost: the '
+            'run\'s total so far.</p>' + table("rounds-table", cols, rows))
 
 
 def _episodes_table(d: RunData, viewer: Any) -> str:
@@ -270,12 +284,12 @@ def _pool_table(d: RunData, viewer: Any) -> str:
         rows.append([f'<a id="env-{esc(e.env_id)}"></a>{esc(e.env_id)}<div class="muted small">{esc(e.name)}</div>',
                      esc(e.source), parent, num(e.round + 1) if e.source != "seed" else "-", num(r.rollouts.attempts),
                      (num(r.mean), r.mean if r.mean is not None else -1), (num(r.std), r.std if r.std is not None else -1),
-                     badge(e.status), esc(note), " · ".join(links)])
+                     badge(STATUS_NAMES.get(e.status, e.status), BADGE.get(e.status)), esc(note), " · ".join(links)])
     cols = [("env", ""), ("source", ""), ("parent", ""), ("round", "num"), ("attempts", "num"), ("mean", "num"),
             ("std", "num"), ("status", ""), ("verdict / note", ""), ("links", "")]
     counts = Counter(r.env.status for r in d.envs)
-    head = ", ".join(f"{counts[s]} {s}" for s in ("admitted", "calibrated", "valid", "proposed", "invalid", "retired")
-                     if counts.get(s))
+    head = ", ".join(f"{counts[s]} {STATUS_NAMES[s]}" for s in ("admitted", "calibrated", "valid", "proposed", "invalid",
+                                                                "retired") if counts.get(s))
     return (f'<p>{plural(len(d.envs), "env")}: {esc(head)}. Attempts: every solver attempt on the env in this run; '
             'mean and std: from calibration when it had one, else from the newest solver rollouts.</p>'
             + table("pool-table", cols, rows))

@@ -8,6 +8,11 @@ plot against; its wall-clock ``time`` is not sent (wandb keeps its own ``_timest
 dicts arrive as ``key/sub`` (``failures_by_stage/no_draft``), an empty one as ``key: null``.
 The run carries the resolved config (``config.yaml`` of the run dir), multirun jobs are grouped
 by their sweep dir, and ``close()`` uploads ``report.html`` as an artifact of type ``report``.
+
+One row per thing counted: an update, a step without one, a round, a refresh or an evaluation
+has one row (:func:`row_key`). A run resumed after a kill that struck between a row and the state
+it describes does that step again; its new row replaces the earlier one in ``metrics.jsonl``
+(wandb keeps both: its steps only go forward).
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ class MetricsLogger:
         self.path = RunPaths(self.run_dir).metrics
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._wandb = None
+        self._keys = {row_key(r) for r in read_metrics(self.path)} - {None}
+        """Keys of the rows in metrics.jsonl (see :func:`row_key`)."""
         self._step = 0
         """wandb's step for the next row: rows already in metrics.jsonl (a resumed run continues)."""
         if cfg.name == "wandb":
@@ -63,6 +70,10 @@ class MetricsLogger:
         """Append ``row`` (plus its wall-clock ``time``). ``step`` is the caller's counter; rows
         carry their own (``step``, ``update``), and wandb counts rows (see the module doc)."""
         row = {"time": time.time(), **{k: _clean(v) for k, v in row.items()}}
+        key = row_key(row)
+        if key is not None and key in self._keys:
+            self._drop(key)
+        self._keys.add(key)
         with open(self.path, "a") as fh:
             fh.write(json.dumps(row) + "\n")
             fh.flush()
@@ -73,6 +84,18 @@ class MetricsLogger:
 
     def rows(self) -> list[dict[str, Any]]:
         return read_metrics(self.path)
+
+    def _drop(self, key: tuple) -> None:
+        """Rewrite metrics.jsonl without the rows of ``key`` (atomically)."""
+        kept = [r for r in read_metrics(self.path) if row_key(r) != key]
+        log.info("metrics.jsonl: %s %s is logged again (a resumed run redid it); the new row replaces the old",
+                 key[0], key[1])
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        with open(tmp, "w") as fh:
+            fh.write("".join(json.dumps(r) + "\n" for r in kept))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
 
     def close(self) -> None:
         if self._wandb is None:
@@ -185,6 +208,20 @@ def _swept_overrides(hc: Any) -> str:
             keys.add(key.lstrip("+~"))
     job = [str(o) for o in getattr(getattr(hc, "overrides", None), "task", None) or []]
     return ",".join(o for o in job if o.partition("=")[0].lstrip("+~") in keys)
+
+
+ROW_KEYS = {"update": "update", "no_update": "step", "round": "round", "refresh": "update", "eval": "update",
+            "generate": None}
+"""Event -> the counter that identifies its row (None: one row of that event per run dir)."""
+
+
+def row_key(row: dict[str, Any]) -> tuple | None:
+    """What a row counts, e.g. ``("round", 3)``; None for events with no such identity (sft steps)."""
+    event = row.get("event")
+    if event not in ROW_KEYS:
+        return None
+    counter = ROW_KEYS[event]
+    return (event, row.get(counter) if counter else "")
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:

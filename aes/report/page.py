@@ -117,7 +117,8 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 
 
 BADGE = {"admitted": "ok", "calibrated": "ok", "ok": "ok", "valid": "warn", "proposed": "info",
-         "invalid": "bad", "broken": "bad", "retired": "", "open": "info", "infrastructure": "warn"}
+         "invalid": "bad", "broken": "bad", "retired": "", "open": "info", "infrastructure": "warn",
+         "outside the band": "warn", "interrupted": "info", "waiting for room": "ok"}
 
 
 def badge(text: Any, kind: str | None = None) -> str:
@@ -185,3 +186,19 @@ def document(title: str, body: str, nav: str = "", subtitle: str = "") -> str:
             f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
             f'<header class="top"><h1>{esc(title)}</h1>{sub}<nav>{nav}</nav></header>'
             f"<main>{body}</main><script>{SORT_JS}</script></body></html>")
+
+
+def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
+    """A markdown table of plain text cells (``|`` escaped)."""
+    def cell(text: Any) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def text_table(table_id: str, headers: list[str], rows: list[list[str]], numeric_from: int = 1) -> str:
+    """:func:`table` of plain text cells (escaped here); columns from ``numeric_from`` on are right-aligned."""
+    cols = [(h, "num" if i >= numeric_from else "") for i, h in enumerate(headers)]
+    return table(table_id, cols, [[esc(c) for c in row] for row in rows], scroll=False)

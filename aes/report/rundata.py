@@ -42,6 +42,15 @@ STAGE_NAMES = {
     "reset": "reset check",
 }
 STATUS_ORDER = {"admitted": 0, "calibrated": 1, "valid": 2, "proposed": 3, "invalid": 4, "retired": 5}
+OUTCOMES = {"admitted": "admitted", "valid": "outside the band", "broken": "broken",
+            "infrastructure": "infrastructure", "interrupted": "interrupted", "open": "open"}
+"""An episode's outcome as the report names it. "valid" is kept for Table 2's checks 1-4 (the valid-env
+rate), so the outcome "valid" (checks 1-6 passed, calibration band missed) is "outside the band"."""
+STATUS_NAMES = {"admitted": "admitted", "calibrated": "waiting for room", "valid": "outside the band",
+                "proposed": "in admission", "invalid": "invalid", "retired": "retired"}
+"""A pool status as the report names it (``calibrated``: in the band, the pool was full)."""
+INTERRUPTED = "stopped by "
+"""How the error of an episode cut short by Ctrl-C or SIGTERM begins (aes.interrupt.Interrupted)."""
 
 
 def end_reason_text(reason: str | None) -> str:
@@ -139,7 +148,8 @@ class Episode:
     parent_name: str | None
     direction: str | None
     status: str
-    """closed, open (not finished) or infrastructure (cut short, not scored)."""
+    """closed, open (not finished), infrastructure (cut short, not scored) or interrupted (Ctrl-C or
+    SIGTERM cut it short; a resume redoes it)."""
     outcome: str | None
     env_id: str | None
     revisions: int = 0
@@ -162,15 +172,16 @@ class Episode:
     @property
     def failed_stage(self) -> str:
         """The stage the episode's final submission failed at: the trajectory's record, else the pool's."""
-        if self.status == "infrastructure":
-            return "infrastructure"
+        if self.status in ("infrastructure", "interrupted"):
+            return self.status
         if self.outcome == "admitted":
             return ""
         return self.failed_stages[-1] if self.failed_stages else self.pool_stage
 
     @property
     def shown_outcome(self) -> str:
-        return self.outcome or self.status
+        key = self.outcome or self.status
+        return OUTCOMES.get(key, key)
 
 
 class RunData:
@@ -197,6 +208,8 @@ class RunData:
                      for e in envs]
         self.env_by_id = {row.env.env_id: row for row in self.envs}
         self.episodes = self._episodes()
+        self.spend = self._spend()
+        """The run's model calls over every session (``spend.json``), or None for an older run dir."""
 
     # -- sources ---------------------------------------------------------------------------
     def _config_dict(self) -> dict:
@@ -219,6 +232,10 @@ class RunData:
             return [str(o) for o in OmegaConf.to_container(OmegaConf.load(path)) or []]  # type: ignore[union-attr]
         except Exception:  # noqa: BLE001
             return []
+
+    def _spend(self) -> dict | None:
+        data = _load_json(self.paths.spend)
+        return data if data and "tokens" in data else None
 
     def sizes(self) -> str:
         """The effective sizes block (:func:`aes.report.sizes.describe_sizes`) of the run's config,
@@ -244,6 +261,11 @@ class RunData:
                 except ValueError:
                     continue
         return rows
+
+    @property
+    def tampered(self) -> int:
+        """Solver attempts the tamper audit ended as tampered (their failure is ``trial tampered``)."""
+        return sum(int((row.get("failures") or {}).get("trial tampered", 0)) for row in self.index_rows)
 
     def _rollouts(self) -> dict[str, Rollouts]:
         by_env: dict[str, list[dict]] = defaultdict(list)
@@ -313,6 +335,8 @@ class RunData:
                 sum(s.get("source") == "agent" for s in steps) if steps else None),
             end_reasons=[str(r) for r in (extra.get("end_reasons") or [])], trajectory=path,
             error=str(extra.get("infrastructure_error") or extra.get("error") or ""))
+        if ep.status == "infrastructure" and ep.error.startswith(INTERRUPTED):
+            ep.status = "interrupted"
         drafts = [r for r in self.envs if r.env.assignment_id == aid]
         if ep.env_id and ep.env_id in self.env_by_id and all(r.env.env_id != ep.env_id for r in drafts):
             drafts.append(self.env_by_id[ep.env_id])
@@ -329,6 +353,9 @@ class RunData:
             return "not finished: the assignment is still open (a rerun of this run dir redoes it)"
         if ep.status == "infrastructure":
             return f"cut short by the infrastructure, not scored: {ep.error or 'see its partial trajectory'}"
+        if ep.status == "interrupted":
+            return (f"interrupted ({ep.error[len(INTERRUPTED):]}), not scored: the assignment stays open and a resume "
+                    "redoes it")
         final = self.env_by_id.get(ep.env_id) if ep.env_id else None
         earlier = [f"{stage_text(s)}" for s in ep.failed_stages]
         if ep.outcome == "admitted" and final is not None:
@@ -346,7 +373,7 @@ class RunData:
             return text
         if final is not None:
             why = final.failure or f"failed at {stage_text(ep.failed_stage) or 'an admission check'}"
-            verb = "valid but not admitted" if ep.outcome == "valid" else "broken"
+            verb = "passed checks 1-6 but not admitted" if ep.outcome == "valid" else "broken"
             text = f"{verb}: {why}"
             if ep.revisions:
                 text += f" (after {plural(ep.revisions, 'revision')}; stages failed: {counted(Counter(ep.failed_stages))})"
@@ -391,8 +418,8 @@ class RunData:
         if not calibrated:
             text += (f". No calibrated envs yet: {plural(len(seeds), 'seed env')} {'is' if len(seeds) == 1 else 'are'} "
                      "admitted (seeds join the pool without calibration)" if seeds else ". No calibrated envs yet")
-        names = {"retired": "retired", "valid": "valid but outside the band", "invalid": "invalid",
-                 "proposed": "still in admission", "calibrated": "calibrated, not yet admitted"}
+        names = {"retired": "retired", "valid": "accepted but outside the band", "invalid": "invalid",
+                 "proposed": "still in admission", "calibrated": "in the band, waiting for room in the pool"}
         others = [f"{counts[s]} {names[s]}" for s in names if counts.get(s)]
         if others:
             text += f"; besides them {', '.join(others)}"

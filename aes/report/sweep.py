@@ -54,7 +54,7 @@ def assemble(sweep: str | Path) -> Assembled:
         comparison = training.compare(runs)
         out.written.update(training.write(sweep, comparison))
         out.texts.append(out.written["training_markdown"].read_text())
-        out.found += (f"; {len(comparison.arms)} arm(s) of mode=run jobs ({'; '.join(comparison.arms)}), "
+        out.found += (f"; {len(comparison.arms)} arm(s) of mode=run jobs ({' | '.join(comparison.labels.values())}), "
                       f"{len(comparison.matched)} matched eval update count(s) (Table 3, Fig. 20)")
     if not out.written:
         out.found += ": nothing to assemble (Tables 2 and 8 need mode=generate jobs, Table 3 and Fig. 20 mode=run jobs)"

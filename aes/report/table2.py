@@ -1,11 +1,17 @@
 """Table 2 of a sweep: ``aes report MULTIRUN_DIR`` assembles every ``mode=generate`` job into the
-paper's comparison (one row per proposer and harness), as markdown, CSV and an HTML figure.
+paper's comparison, as markdown, CSV and an HTML page.
+
+The paper's layout (:func:`paper_tables`): one table per domain and solver, a row per proposer,
+and per harness (Prompt, Prompt + Env Feedback, AutoEnvScaling = terminal) the valid-env rate
+with its interval, then the cost per valid env with its ratio to the Prompt arm of the same
+proposer (``1.6× ↑``). Local models cost nothing: then the tokens per valid env stand in for the
+cost. Below it, every column of every arm (the CSV's rows).
 
 Each job's ``generate.json`` holds its episodes, each judged on the env it finally submitted.
 Rows of jobs with the same proposer, harness, domain and solver (e.g. seeds) are pooled; jobs that
 differ in any of them are rows of their own. Columns: episodes,
 valid rate (admission checks 1-4: it builds, its reference scores 1, doing nothing < 0.5),
-admitted rate (checks 1-6), calibrated rate (in the calibration band), each with its 95% Wilson
+accepted rate (checks 1-6), calibrated rate (in the calibration band), each with its 95% Wilson
 interval; tokens and USD of every proposer-side model call (review included) per valid env;
 Fig. 5's statistics of the valid envs (data files, solver turns, solver success). In table2.csv
 every interval is five numeric columns (``valid_rate, valid_low, valid_high, valid_k, valid_n``),
@@ -18,16 +24,29 @@ import csv
 import json
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
+from aes.report.page import markdown_table, text_table
 from aes.report.stats import rate
 
 ARM = ("proposer", "harness", "domain", "solver")
 """What makes a row: jobs that agree on all four are pooled."""
-COLUMNS = (*ARM, "episodes", "valid", "admitted", "calibrated", "tokens / valid env",
+COLUMNS = (*ARM, "episodes", "valid", "accepted", "calibrated", "tokens / valid env",
            "USD / valid env", "data files", "solver turns", "solver success", "jobs")
-INTERVALS = ("valid", "admitted", "calibrated")
+INTERVALS = ("valid", "accepted", "calibrated")
 INTERVAL_FIELDS = ("rate", "low", "high", "k", "n")
+HARNESSES = {"prompt": "Prompt", "prompt_feedback": "Prompt + Env Feedback", "terminal": "AutoEnvScaling (terminal)"}
+"""The paper's three arms, in its order, by the names it gives them."""
+BASELINE = "prompt"
+"""The arm every other harness's cost per valid env is compared with."""
+
+
+def is_valid(episode: dict) -> bool:
+    """Table 2's "valid" of one episode as ``generate.json`` records it (admission checks 1-4 on the env
+    it finally submitted); how it is computed is the proposer's business, not the layout's."""
+    value = episode.get("checks_1_4", episode.get("valid"))
+    return bool(value)
 
 
 def ci_text(ci: dict) -> str:
@@ -53,14 +72,15 @@ def collect(sweep: Path) -> list[dict]:
     rows = []
     for key, arm in sorted(arms.items()):
         eps = arm["episodes"]
-        valid = [e for e in eps if e.get("checks_1_4")]
+        valid = [e for e in eps if is_valid(e)]
         tokens = sum(e.get("tokens", 0) for e in eps)
         cost = sum(e.get("cost_usd", 0.0) for e in eps)
         rows.append({
             **dict(zip(ARM, key)), "episodes": len(eps), "jobs": arm["jobs"],
             "valid": rate(len(valid), len(eps)),
-            "admitted": rate(sum(bool(e.get("checks_1_6")) for e in eps), len(eps)),
+            "accepted": rate(sum(bool(e.get("checks_1_6")) for e in eps), len(eps)),
             "calibrated": rate(sum(bool(e.get("calibrated")) for e in eps), len(eps)),
+            "tokens": tokens, "cost": cost,
             "tokens / valid env": tokens / len(valid) if valid else None,
             "USD / valid env": cost / len(valid) if valid else None,
             "data files": _mean([e.get("stats", {}).get("data_files") for e in valid]),
@@ -100,32 +120,90 @@ def csv_row(row: dict) -> list:
     return out
 
 
+NOTE = ("valid = admission checks 1-4 on the env each episode finally submitted (it builds, its reference "
+        "scores 1, doing nothing scores < 0.5); accepted = checks 1-6; calibrated = in the calibration band. "
+        "Intervals: 95% Wilson. Costs count every proposer-side model call, the review's included; the ratio "
+        "compares a harness's cost per valid env with the Prompt arm's of the same proposer.")
+
+
+@dataclass
+class PaperTable:
+    """One table in the paper's layout: a row per proposer, harnesses as columns."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+
+
+def _harness_order(names: set[str]) -> list[str]:
+    return [h for h in HARNESSES if h in names] + sorted(names - set(HARNESSES))
+
+
+def _ratio(value: float | None, baseline: float | None) -> str:
+    if value is None or not baseline:
+        return ""
+    ratio = value / baseline
+    arrow = "↑" if ratio > 1.0005 else "↓" if ratio < 0.9995 else "="
+    return f" ({ratio:.2g}× {arrow})"
+
+
+def paper_tables(rows: list[dict]) -> list[PaperTable]:
+    """Table 2 as the paper lays it out, one per (domain, solver) the sweep ran."""
+    out = []
+    contexts = sorted({(r["domain"], r["solver"]) for r in rows})
+    for domain, solver in contexts:
+        mine = [r for r in rows if (r["domain"], r["solver"]) == (domain, solver)]
+        by = {(r["proposer"], r["harness"]): r for r in mine}
+        harnesses = _harness_order({r["harness"] for r in mine})
+        money = any((r["USD / valid env"] or 0) > 0 for r in mine)
+        per = "USD / valid env" if money else "tokens / valid env"
+        unit = "cost per valid env (USD)" if money else "tokens per valid env (the models cost nothing)"
+        names = [HARNESSES.get(h, h) for h in harnesses]
+        headers = ["proposer", *(f"valid: {n}" for n in names), *(f"{'cost' if money else 'tokens'}: {n}" for n in names)]
+        table_rows = []
+        for proposer in sorted({r["proposer"] for r in mine}):
+            base = by.get((proposer, BASELINE))
+            valid = [ci_text(by[(proposer, h)]["valid"]) if (proposer, h) in by else "-" for h in harnesses]
+            costs = []
+            for h in harnesses:
+                row = by.get((proposer, h))
+                if row is None:
+                    costs.append("-")
+                elif row[per] is None:
+                    costs.append("n/a (no valid env)")
+                else:
+                    text = (f"{row[per]:.2f}" if row[per] >= 0.1 else f"{row[per]:.2g}") if money else f"{row[per]:,.0f}"
+                    costs.append(text + ("" if h == BASELINE or base is None else _ratio(row[per], base[per])))
+            table_rows.append([proposer, *valid, *costs])
+        out.append(PaperTable(f"Table 2: valid-env rate and {unit}; domain {domain}, solver {solver}", headers,
+                              table_rows))
+    return out
+
+
 def write(sweep: Path, rows: list[dict]) -> dict[str, Path]:
     """table2.md, table2.csv and table2.html in ``sweep``; their paths."""
     out = {"markdown": sweep / "table2.md", "csv": sweep / "table2.csv", "html": sweep / "table2.html"}
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_cell(r, c) for c in COLUMNS) + " |" for r in rows]
-    note = ("\nvalid = admission checks 1-4 on the env each episode finally submitted; admitted = checks 1-6; "
-            "calibrated = in the calibration band. Intervals: 95% Wilson. Costs count every proposer-side "
-            "model call, the review's included.\n")
-    out["markdown"].write_text("\n".join(lines) + "\n" + note)
+    tables = paper_tables(rows)
+    long_rows = [[_cell(r, c) for c in COLUMNS] for r in rows]
+    text = "".join(f"## {t.title}\n\n" + markdown_table(t.headers, t.rows) + "\n" for t in tables)
+    text += "## Every column, one row per arm\n\n" + markdown_table(list(COLUMNS), long_rows) + f"\n{NOTE}\n"
+    out["markdown"].write_text(text)
     with open(out["csv"], "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(csv_header())
         writer.writerows(csv_row(r) for r in rows)
-    out["html"].write_text(_html(rows, "\n".join(lines), note))
+    out["html"].write_text(_html(rows, tables, long_rows))
     return out
 
 
-def _html(rows: list[dict], table: str, note: str) -> str:
-    import html as html_lib
-
-    from aes.report.html import _figure
+def _html(rows: list[dict], tables: list[PaperTable], long_rows: list[list[str]]) -> str:
+    from aes.report.page import document, esc
+    from aes.report.plots import figure
 
     def draw(ax):
         varied = [k for k in ("domain", "solver") if len({x[k] for x in rows}) > 1]  # named only where they differ
         labels = ["\n".join([r["proposer"], r["harness"], *(r[k] for k in varied)]) for r in rows]
-        for offset, key in ((-0.25, "valid"), (0.0, "admitted"), (0.25, "calibrated")):
+        for offset, key in ((-0.25, "valid"), (0.0, "accepted"), (0.25, "calibrated")):
             values = [r[key]["rate"] or 0.0 for r in rows]
             low = [max(0.0, v - (r[key]["low"] or 0.0)) for v, r in zip(values, rows)]
             high = [max(0.0, (r[key]["high"] or 0.0) - v) for v, r in zip(values, rows)]
@@ -135,15 +213,23 @@ def _html(rows: list[dict], table: str, note: str) -> str:
         ax.set_ylabel("rate (95% interval)")
         ax.legend()
 
-    figure = (f"<img src='data:image/png;base64,{_figure(draw)}' alt='Table 2 rates'>" if rows
-              else "<p>No generate.json under this directory: no mode=generate job ran.</p>")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Table 2</title></head><body>"
-            f"<h1>Table 2</h1>{figure}<pre>{html_lib.escape(table)}</pre><p>{html_lib.escape(note)}</p></body></html>")
+    if not rows:
+        return document("Table 2", "<p class=\"empty\">No generate.json under this directory: no mode=generate job "
+                                   "ran.</p>")
+    body = "".join(f"<h2>{esc(t.title)}</h2>" + text_table(f"table2-{i}", t.headers, t.rows)
+                   for i, t in enumerate(tables))
+    body += (f"<h2>Rates per arm</h2><figure><img alt=\"Table 2 rates\" src=\"data:image/png;base64,"
+             f"{figure(draw, (max(5.6, 1.3 * len(rows)), 3.4))}\"></figure>"
+             f"<h2>Every column, one row per arm</h2>{text_table('table2-arms', list(COLUMNS), long_rows, len(ARM))}"
+             f"<p class=\"small muted\">{esc(NOTE)}</p>")
+    return document("Table 2", body, subtitle="the sweep's mode=generate jobs (aes report)")
 
 
 def table8(sweep: Path) -> str:
     """Paper Table 8 (App. C): acceptance rate and mean generation rounds of accepted tasks, per domain
-    and proposer (accepted = passed admission checks 1-6 on the env it finally submitted; its rounds
+    and proposer (accepted = App. C.1's admission: checks 1-4 as the domain runs them — it builds, the
+    reference earns 1, doing nothing earns 0 where the domain demands it, a fresh start is alike — on the
+    env it finally submitted, neither review nor calibration; its rounds
     are its revisions + 1, the first draft being round 1, as the paper counts "accepted in two rounds")."""
     arms: dict[tuple[str, str], list] = defaultdict(list)
     for path in sorted(sweep.rglob("generate.json")):
@@ -151,7 +237,7 @@ def table8(sweep: Path) -> str:
         arms[(data.get("domain") or "terminal", data.get("proposer") or "?")] += data.get("episodes", [])
     lines = ["| domain | proposer | episodes | accepted | mean rounds of accepted |", "|---|---|---|---|---|"]
     for (domain, proposer), eps in sorted(arms.items()):
-        accepted = [e for e in eps if e.get("checks_1_6")]
+        accepted = [e for e in eps if e.get("checks_1_4", e.get("valid"))]
         rounds = _mean([float(e.get("revisions", 0)) + 1 for e in accepted])
         lines.append(f"| {domain} | {proposer} | {len(eps)} | {ci_text(rate(len(accepted), len(eps)))} | "
                      f"{'n/a' if rounds is None else f'{rounds:.2f}'} |")

@@ -10,32 +10,16 @@ assignments, proposer workspaces and the order of training envs read those.
 from __future__ import annotations
 
 import json
-import re
 import statistics
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-_PYTEST_FAILED = re.compile(r"^(?:FAILED|ERROR) (?:\S+::)?(\S+?)(?: - |\s*$)", re.MULTILINE)
-PASS = 1.0
+from aes.rollout.failures import failure_label
 
-
-def failed_tests(verifier_output: str) -> list[str]:
-    """Names of failing tests in pytest's short summary (``FAILED file::test - msg``)."""
-    return _PYTEST_FAILED.findall(verifier_output or "")
-
-
-def failure_signature(reward: float | None, outcome: str, end_reason: str | None,
-                      verifier_output: str) -> str | None:
-    """A short label of why an attempt fell short; None when it scored full reward."""
-    if reward is not None and reward >= PASS:
-        return None
-    if outcome not in ("ok", "agent_timeout"):
-        return f"trial {outcome}"
-    tests = failed_tests(verifier_output)
-    what = f"{tests[0]} failed" if tests else "tests failed"
-    return f"{what} (agent: {end_reason})" if end_reason else what
+failure_signature = failure_label
+"""A short label of the first step an attempt did not reach (:mod:`aes.rollout.failures`)."""
 
 
 @dataclass

@@ -20,13 +20,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from aes.agents import TerminalAgent, write_json_atomic
 from aes.rewards import task_reward
 from aes.config import AgentConfig
 from aes.models import ChatModel
 from aes.paths import RunPaths
+from aes.report.progress import Progress as Eta
 from aes.rollout.index import AttemptRecord, IndexRow, failure_signature, read_index, row_key, write_index
 from aes.errors import InfrastructureError
 from aes.sandbox import TrialResult, TrialRunner
@@ -93,6 +94,8 @@ class RolloutRunner:
         """DPPO updates applied to the solver; recorded with every row of the index."""
         self.infra_failures: Counter[str] = Counter()
         """Cause -> count of attempts lost to the infrastructure, over this runner's life."""
+        self.tampered: Counter[str] = Counter()
+        """env id -> attempts the tamper audit ended as tampered (scored 0), over this runner's life."""
         self.max_policy_span: int | None = None
         """Most policy updates one attempt may see (carried rollouts); None: no limit."""
         self.hil = None
@@ -107,6 +110,7 @@ class RolloutRunner:
                              solver_name or self.solver_name, self.infra_limit, batch,
                              self.policy_version if policy_version is None else policy_version)
         view._lock, view.infra_failures, view._background = self._lock, self.infra_failures, self._background
+        view.tampered = self.tampered
         view.max_policy_span = self.max_policy_span
         view.hil = self.hil
         return view
@@ -153,11 +157,12 @@ class RolloutRunner:
         what = f"{label} [{self.solver_name}{', ' + self.batch if self.batch else ''}]"
         log.info("%s: %d attempt(s) on %d env(s) starting", what, len(jobs), len(images))
         started = time.monotonic()
+        eta = Eta(len(jobs))
         counts = {"done": 0, "running": 0, "failed": 0}
         batch: Counter[str] = Counter()
         columns = (TextColumn(f"rollouts [{self.solver_name}]"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("running {task.fields[running]}  failed {task.fields[failed]}"),
-                   TimeElapsedColumn())
+                   TimeElapsedColumn(), TimeRemainingColumn())
         with Progress(*columns, disable=not show_progress) as progress:
             bar = progress.add_task("rollouts", total=len(jobs), running=0, failed=0)
 
@@ -177,14 +182,18 @@ class RolloutRunner:
                         self.infra_failures[record.failure or record.outcome] += 1
                     else:
                         env.records.append(record)
+                    if record.outcome == "tampered":
+                        self.tampered[env.env_id] += 1
+                        log.warning("%s attempt %d tampered with its verification (scored 0): %s", env.env_id, k,
+                                    record.path)
                     counts["failed"] += record.reward is None
                     counts["done"] += 1
+                    done = eta.step()
                     progress.update(bar, advance=1, running=counts["running"], failed=counts["failed"])
                     if not show_progress:
                         reward = "no reward" if record.reward is None else f"reward {record.reward:.2f}"
-                        log.info("%s: %s attempt %d/%d: %s (%s, %.1f s); %d of %d done", what, env.env_id, k + 1,
-                                 attempts, reward, record.end_reason or record.outcome, time.monotonic() - began,
-                                 counts["done"], len(jobs))
+                        log.info("%s: %s attempt %d/%d: %s (%s, %.1f s); %s", what, env.env_id, k + 1,
+                                 attempts, reward, record.end_reason or record.outcome, time.monotonic() - began, done)
                 if sum(batch.values()) > self.infra_limit:
                     raise InfrastructureFailures(_infra_message(batch, self.infra_limit))
 

@@ -5,7 +5,7 @@ What it isolates
     no grace period) when the trial ends, whatever happened in it; a container aes could not
     remove (aes killed) stops by itself after its longest possible trial.
   * CPU (``nano_cpus``), memory (no swap beyond it), the number of processes (``pids_limit``)
-    and the disk it writes (``storage_mb``, a watchdog: :mod:`aes.sandbox.storage`) are capped
+    and the disk it writes (``storage_mb``, in disk blocks, a watchdog: :mod:`aes.sandbox.storage`) are capped
     per container, so a fork bomb, a memory hog or a disk filler only ends its own trial.
     Every declared limit is bounded by ``sandbox.max_*`` (:mod:`aes.sandbox.limits`).
   * ``network_mode = "no-network"`` (and ``allowlist``, which aes cannot enforce
@@ -33,8 +33,9 @@ What it does not isolate
     this is not a VM boundary.
   * The storage watchdog measures every ``sandbox.storage_poll_sec``: what is written between
     two measurements can pass the limit (``sandbox.min_free_disk_gib`` still guards the disk).
-  * Image builds have network access (to package registries; not to the host) and run with
-    the builder's defaults.
+  * Image builds have network access (to package registries; not to the host); their steps run
+    under memory, CPU and process caps (:mod:`aes.sandbox.buildcaps`; the process cap needs a
+    local engine with the cgroupfs driver and aes as root).
 """
 
 from aes.sandbox.container import Container, ExecResult

@@ -9,26 +9,28 @@ paths to delete. Two ways to find and read them, with the same result:
   directories were replaced), its merged view gives the content. Paths are opened one
   component at a time without following symlinks, so nothing the agent wrote can send the
   host-side reader outside the container's file system;
-* anywhere else through the engine's API (``docker diff`` and archive downloads), slower.
+* anywhere else through the engine's API (``docker diff`` and archive downloads), slower
+  (:mod:`aes.sandbox.carry_api`).
 
 Every symlink or hard link to a regular file is carried as a copy of that file: a carried path
 can never alias a file the verifier writes later. A symlink to a data directory stays a link
 (:func:`dir_link_allowed`); dangling links, other links to directories and special files are
 dropped. Set-user/group-ID bits are cleared. A git repository's
-``config`` is carried without its command-valued keys (:mod:`aes.sandbox.gitconfig`).
+``config`` is rebuilt from git's own reading of it without its command-valued keys
+(:mod:`aes.sandbox.gitconfig`), and ``/etc/passwd`` from the pristine image's
+(:mod:`aes.sandbox.accounts`).
 """
 
 from __future__ import annotations
 
-import base64
 import io
-import json
 import logging
 import os
 import posixpath
 import stat
 import tarfile
 import tempfile
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterator
@@ -48,6 +50,10 @@ writable by it, so a read-only file the agent planted at a name the tests write 
 /tmp/expected.txt``) cannot make the tests compare against the agent's copy."""
 GIT_CONFIG_MAX_BYTES = 1 << 20
 """A repository configuration larger than this is not carried (git's own are a few hundred bytes)."""
+DEFAULT_MAX_SECONDS = 120.0
+LOOK_FACTOR = 4
+TRANSFORM_MAX_BYTES = 4 << 20
+"""A file rebuilt from the pristine image's (``/etc/passwd``) larger than this is not carried."""
 
 
 class CarryError(RuntimeError):
@@ -71,6 +77,10 @@ class Carry:
     sanitized: dict[str, list[str]] = field(default_factory=dict)
     """Git configuration files carried without these command-valued keys."""
     method: str = ""
+    paths: set[str] = field(default_factory=set)
+    """The regular files carried (what the tamper audit watches)."""
+    shadow: frozenset[str] = frozenset()
+    """Module names a carried file was not allowed to take (the audit treats loading one as a shadow)."""
 
     def skip(self, why: str, path: str) -> None:
         self.skipped[why] += 1
@@ -97,18 +107,23 @@ class Carry:
 class _Writer:
     """Writes carried entries to a spooled tar, within entry and byte limits.
 
-    ``is_repository``: whether a directory is a git repository's (holds ``HEAD``), so that its
-    ``config`` is written without command-valued keys.
+    ``is_repository``: whether a directory is one git reads a configuration from
+    (:func:`~aes.sandbox.gitconfig.is_git_dir`), so that its ``config`` is rebuilt as data.
     """
 
     def __init__(self, max_entries: int, max_bytes: int, carry: Carry | None = None,
                  is_repository: Callable[[str], bool] = lambda path: False,
-                 scratch_owner: tuple[int, int] | None = None):
+                 scratch_owner: tuple[int, int] | None = None,
+                 transforms: dict[str, Callable[[bytes], bytes]] | None = None,
+                 max_seconds: float = DEFAULT_MAX_SECONDS):
         self.max_entries, self.max_bytes = max_entries, max_bytes
+        self.max_seconds, self.deadline = max_seconds, time.monotonic() + max_seconds
+        self.looked = 0
         self.carry, self.is_repository = carry, is_repository
         self.scratch_owner = scratch_owner
+        self.transforms = transforms or {}
         self.buf = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
-        self.tar = tarfile.open(fileobj=self.buf, mode="w", format=tarfile.PAX_FORMAT)
+        self.tar = tarfile.open(fileobj=self.buf, mode="w", format=tarfile.GNU_FORMAT)
         self.entries = self.files = self.bytes = 0
         self.seen: set[str] = set()
 
@@ -118,6 +133,24 @@ class _Writer:
             uid, gid = self.scratch_owner or (uid, gid)
             mode |= bits
         return mode, uid, gid
+
+    def _add(self, info: tarfile.TarInfo, handle: BinaryIO | None = None) -> None:
+        self.tar.addfile(info, handle)
+        self.tar.members.clear()  # tarfile keeps every member it wrote; the carry never looks them up
+
+    def look(self) -> None:
+        """One more changed path looked at (carried or not): within 4 x the entry limit and the time limit."""
+        self.looked += 1
+        if self.looked > LOOK_FACTOR * self.max_entries:
+            raise CarryError(f"the agent changed more than {LOOK_FACTOR * self.max_entries} paths, counting those not "
+                             f"carried (4 x sandbox.max_carry_entries)")
+        if self.looked % 256 == 0:
+            self.in_time()
+
+    def in_time(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise CarryError(f"reading the agent's changes took more than {self.max_seconds:.0f} s "
+                             f"(sandbox.max_carry_sec; {self.looked} paths looked at, {self.entries} carried)")
 
     def _count(self, size: int) -> None:
         self.entries += 1
@@ -136,13 +169,20 @@ class _Writer:
         info = tarfile.TarInfo(path.lstrip("/"))
         info.type, info.mode = tarfile.DIRTYPE, stat.S_IMODE(mode) & ~0o6000
         info.uid, info.gid, info.mtime = uid, gid, int(mtime)
-        self.tar.addfile(info)
+        self._add(info)
 
     def file(self, path: str, handle: BinaryIO, size: int, mode: int, uid: int, gid: int, mtime: float) -> None:
         if path in self.seen:
             return
         parent = posixpath.dirname(path)
-        if gitconfig.is_repository_config(posixpath.basename(path), parent.endswith(".git") or self.is_repository(parent)):
+        if path in self.transforms:
+            if size > TRANSFORM_MAX_BYTES:
+                if self.carry is not None:
+                    self.carry.skip("files rebuilt from the pristine image's, over 4 MiB", path)
+                return
+            data = self.transforms[path](handle.read(TRANSFORM_MAX_BYTES))
+            handle, size = io.BytesIO(data), len(data)
+        elif posixpath.basename(path) in gitconfig.CONFIG_NAMES and self.is_repository(parent):
             handle, size = self._git_config(path, handle, size)
             if handle is None:
                 return
@@ -152,8 +192,10 @@ class _Writer:
         info = tarfile.TarInfo(path.lstrip("/"))
         info.size, info.mode = size, stat.S_IMODE(mode) & ~0o6000
         info.uid, info.gid, info.mtime = uid, gid, int(mtime)
-        self.tar.addfile(info, handle)
+        self._add(info, handle)
         self.files += 1
+        if self.carry is not None:
+            self.carry.paths.add(path)
 
     def _git_config(self, path: str, handle: BinaryIO, size: int) -> tuple[BinaryIO | None, int]:
         """The repository configuration at ``path`` without its command-valued keys."""
@@ -176,7 +218,7 @@ class _Writer:
         info = tarfile.TarInfo(path.lstrip("/"))
         info.type, info.linkname, info.mode = tarfile.SYMTYPE, target, 0o777
         info.uid, info.gid, info.mtime = uid, gid, int(mtime)
-        self.tar.addfile(info)
+        self._add(info)
         if self.carry is not None:
             self.carry.links += 1
 
@@ -348,14 +390,20 @@ def host_layer(container) -> tuple[str, str, frozenset[str]] | None:
 
 def carry_from_host(upper: str, merged: str, policy: SealPolicy, pristine: Callable[[str], bool],
                     max_entries: int, max_bytes: int, engine_files: frozenset[str] = frozenset(),
-                    scratch_owner: tuple[int, int] | None = None) -> Carry:
+                    scratch_owner: tuple[int, int] | None = None,
+                    transforms: dict[str, Callable[[bytes], bytes]] | None = None,
+                    max_seconds: float = DEFAULT_MAX_SECONDS) -> Carry:
     """The carry of a paused container read from its overlay2 layer on this host (``engine_files``:
-    paths the engine, not the agent, put there)."""
+    paths the engine, not the agent, put there; ``transforms``: path -> what its carried content
+    is made of, e.g. the account database rebuilt from the pristine image's)."""
     carry = Carry(method="overlay2 layer")
     tree = SafeTree(merged)
-    writer = _Writer(max_entries, max_bytes, carry, lambda d: _regular(tree.lstat(d + "/HEAD")), scratch_owner)
+    writer = _Writer(max_entries, max_bytes, carry,
+                     lambda d: gitconfig.is_git_dir(posixpath.basename(d), lambda e: tree.lstat(f"{d}/{e}") is not None),
+                     scratch_owner, transforms, max_seconds)
     try:
         for path, entry_st, opaque, redirected in _walk_upper(upper):
+            writer.look()
             if path in engine_files:
                 continue
             _host_entry(path, entry_st, opaque, redirected, tree, policy, pristine, carry, writer)
@@ -471,6 +519,7 @@ def _host_subtree(root: str, tree: SafeTree, policy: SealPolicy, carry: Carry, w
         finally:
             os.close(dfd)
         for child in names:
+            writer.look()
             path = posixpath.join(current, child)
             st = tree.lstat(path)
             if st is None:
@@ -494,152 +543,26 @@ def _delete(path: str, policy: SealPolicy, carry: Carry) -> None:
         carry.deletions.append(path)
 
 
-# -- through the engine's API (remote or rootless engines, other storage drivers) -------------------
-def carry_from_api(container, policy: SealPolicy, pristine: Callable[[str], object],
-                   max_entries: int, max_bytes: int, scratch_owner: tuple[int, int] | None = None) -> Carry:
-    """The carry of a paused or stopped container through ``docker diff`` and archive downloads
-    (``pristine``: the engine's stat of a path in the pristine image, None where it has none)."""
-    api, cid = container.api, container.id
-    carry = Carry(method="engine API")
-    writer = _Writer(max_entries, max_bytes, carry, lambda d: container.stat(d + "/HEAD") is not None,
-                     scratch_owner)
-    changes = sorted(api.diff(cid) or [], key=lambda c: c["Path"])
-    if len(changes) > max_entries:
-        raise CarryError(f"the agent changed more than {max_entries} paths (sandbox.max_carry_entries)")
-    fetched: list[str] = []
-    blocked: list[str] = []
-    try:
-        for change in changes:
-            path, kind = change["Path"], change["Kind"]
-            if any(path.startswith(root.rstrip("/") + "/") for root in (*fetched, *blocked)):
-                continue
-            if kind == 2:
-                _delete(path, policy, carry)
-                continue
-            head = container.stat(path)
-            if head is None:
-                continue
-            is_dir = bool(head["mode"] & (1 << 31))
-            why = policy.deny_reason(path, is_dir=is_dir)
-            if why:
-                carry.skip(why, path)
-                continue
-            if is_dir and kind == 0:
-                # an existing directory: its changed children are listed on their own. Where the
-                # image has a symlink the agent replaced with a directory, the link goes first, so
-                # no child is written through it into what the link points to.
-                before = pristine(path)
-                if isinstance(before, dict) and before.get("linkTarget"):
-                    why = policy.deny_deletion(path)
-                    if why:
-                        carry.skip(why, path)
-                        blocked.append(path)
-                    else:
-                        carry.deletions.append(path)
-                        writer.directory(path, head["mode"] & 0o777, 0, 0, 0)
-                continue
-            if not is_dir and kind == 0 and policy.in_bin_dir(path):
-                carry.skip(policy.MODIFIED_TOOL, path)
-                continue
-            _api_fetch(api, cid, path, policy, carry, writer)
-            fetched.append(path)
-        writer.check_deletions(carry)
-    except BaseException:
-        writer.tar.close()
-        writer.buf.close()
-        raise
-    return writer.finish(carry)
+DELETION_BATCH_BYTES = 96 << 10
+"""Deletions per ``rm`` run, by the bytes of their paths (well inside the kernel's argument limit)."""
 
 
-def _download(api, cid: str, path: str, max_bytes: int) -> BinaryIO | None:
-    try:
-        stream, _ = api.get_archive(cid, path)
-    except docker.errors.NotFound:
-        return None
-    buf = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
-    for chunk in stream:
-        buf.write(chunk)
-        if buf.tell() > max_bytes + (1 << 20):
-            buf.close()
-            raise CarryError(f"the agent's changes exceed {max_bytes >> 20} MiB (the task's storage limit)")
-    buf.seek(0)
-    return buf
-
-
-def _api_fetch(api, cid: str, path: str, policy: SealPolicy, carry: Carry, writer: _Writer) -> None:
-    parent = posixpath.dirname(path)
-    archive = _download(api, cid, path, writer.max_bytes)
-    if archive is None:
-        return
-    with archive, tarfile.open(fileobj=archive) as tar:
-        for member in tar:
-            target = posixpath.normpath(posixpath.join(parent, member.name))
-            if not target.startswith(path):
-                continue
-            why = policy.deny_reason(target, is_dir=member.isdir())
-            if why:
-                carry.skip(why, target)
-            elif member.isdir():
-                writer.directory(target, member.mode, member.uid, member.gid, member.mtime)
-            elif member.isfile() or member.islnk():
-                handle = tar.extractfile(member)
-                if handle is not None:
-                    writer.file(target, handle, member.size if member.isfile() else _size(tar, member),
-                                member.mode, member.uid, member.gid, member.mtime)
-            elif member.issym():
-                _api_symlink(api, cid, target, member, carry, writer, policy)
-            else:
-                carry.skip("links to directories outside the data, dangling links and special files", target)
-
-
-def _size(tar: tarfile.TarFile, member: tarfile.TarInfo) -> int:
-    linked = tar._find_link_target(member)  # the regular member a hard link points to
-    return linked.size
-
-
-def _engine_stat(api, cid: str, path: str) -> dict | None:
-    """The engine's stat of ``path`` in the container (it resolves symlinks on the way)."""
-    response = api.head(api._url("/containers/{0}/archive", cid), params={"path": path})
-    header = response.headers.get("X-Docker-Container-Path-Stat") if response.status_code == 200 else None
-    return json.loads(base64.b64decode(header)) if header else None
-
-
-def _api_symlink(api, cid: str, path: str, member: tarfile.TarInfo, carry: Carry, writer: _Writer,
-                 policy: SealPolicy) -> None:
-    """Carry a copy of the regular file a symlink leads to, or the link itself where it leads to a
-    data directory (the engine resolves the parents)."""
-    link, current = member.linkname, path
-    for _ in range(_MAX_HOPS):
-        current = posixpath.normpath(link if link.startswith("/") else posixpath.join(posixpath.dirname(current), link))
-        head = _engine_stat(api, cid, current)
-        if head is not None and head.get("mode", 0) & (1 << 31) and not head.get("linkTarget"):
-            if dir_link_allowed(current, policy):
-                writer.symlink(path, member.linkname, member.uid, member.gid, member.mtime)
-                return
-            break
-        archive = _download(api, cid, current, writer.max_bytes)
-        if archive is None:
-            break
-        with archive, tarfile.open(fileobj=archive) as tar:
-            first = tar.next()
-            if first is None:
-                break
-            if first.issym():
-                link = first.linkname
-                continue
-            if first.isfile():
-                handle = tar.extractfile(first)
-                if handle is not None:
-                    writer.file(path, handle, first.size, first.mode, first.uid, first.gid, first.mtime)
-                    return
-            break
-    carry.skip("links to directories outside the data, dangling links and special files", path)
+def _batches(paths: list[str], limit: int) -> Iterator[list[str]]:
+    batch: list[str] = []
+    size = 0
+    for path in paths:
+        if batch and size + len(path) + 1 > limit:
+            yield batch
+            batch, size = [], 0
+        batch.append(path)
+        size += len(path.encode("utf-8", "surrogateescape")) + 1
+    if batch:
+        yield batch
 
 
 def apply_carry(verifier, carry: Carry) -> str | None:
     """Delete, then extract the archive in the verifier's container; an error message or None."""
-    for start in range(0, len(carry.deletions), 200):
-        batch = carry.deletions[start:start + 200]
+    for batch in _batches(carry.deletions, DELETION_BATCH_BYTES):
         result = verifier.exec(["rm", "-rf", "--", *batch], 120, user="0")
         if result.exit_code != 0:
             return f"could not apply the agent's deletions: {result.output.strip()[:300]}"
@@ -651,4 +574,4 @@ def apply_carry(verifier, carry: Carry) -> str | None:
     return None
 
 
-__all__ = ["Carry", "CarryError", "SafeTree", "apply_carry", "carry_from_api", "carry_from_host", "host_layer"]
+__all__ = ["Carry", "CarryError", "SafeTree", "apply_carry", "carry_from_host", "host_layer"]

@@ -178,10 +178,10 @@ class Container:
             except OSError:
                 pass
         exit_code = None
+        if not timed_out:
+            exit_code, timed_out = self._exit_code(exec_id, deadline)
         if timed_out:
             self._kill_exec(exec_id)
-        else:
-            exit_code = self._exit_code(exec_id)
         return ExecResult(exit_code, out.text(), timed_out, out.dropped, time.monotonic() - start)
 
     def _pump(self, raw, frames: _Frames, exec_id: str, deadline: float) -> bool:
@@ -218,16 +218,22 @@ class Container:
         except docker.errors.APIError:
             return False
 
-    def _exit_code(self, exec_id: str) -> int | None:
-        for _ in range(50):
+    def _exit_code(self, exec_id: str, deadline: float) -> tuple[int | None, bool]:
+        """(exit status, timed out) once the engine has seen the process end. Its output stream can
+        close first (or break on a loaded host) while the process still runs: it is waited for up to
+        the command's deadline (at least a few seconds, for the engine to notice an exit)."""
+        deadline, pause = max(deadline, time.monotonic() + 5.0), 0.01
+        while True:
             try:
                 info = self.api.exec_inspect(exec_id)
             except docker.errors.APIError:
-                return None
+                return None, False
             if not info["Running"]:
-                return info["ExitCode"]
-            time.sleep(0.01)
-        return None
+                return info["ExitCode"], False
+            if time.monotonic() >= deadline:
+                return None, True
+            time.sleep(pause)
+            pause = min(pause * 2, 0.25)
 
     def _kill_exec(self, exec_id: str) -> None:
         """Kill a timed-out command and its descendants (host side, this container only)."""
@@ -267,7 +273,8 @@ class Container:
         return self.stat(path) is not None
 
     def read_file(self, path: str, limit: int = 1 << 20) -> bytes | None:
-        """A regular file's bytes (at most ``limit``); None if absent or not a regular file."""
+        """A regular file's bytes (at most ``limit``); None if absent or not a regular file. A file
+        that changes while it is read (a process still writing it) raises ValueError."""
         try:
             stream, stat = self.api.get_archive(self.id, path)
         except docker.errors.NotFound:
@@ -275,12 +282,15 @@ class Container:
         if stat.get("size", 0) > limit or stat.get("mode", 0) & (1 << 27):  # Go's os.ModeSymlink
             return None  # a link: Docker sends the link itself (no regular file), Podman its target
         data = b"".join(stream)
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            member = tar.next()
-            if member is None or not member.isfile():
-                return None
-            handle = tar.extractfile(member)
-            return handle.read(limit) if handle else None
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                member = tar.next()
+                if member is None or not member.isfile():
+                    return None
+                handle = tar.extractfile(member)
+                return handle.read(limit) if handle else None
+        except tarfile.TarError as exc:  # the engine archived a file that shrank as it was read
+            raise ValueError(f"{path} changed while it was read ({exc})") from None
 
     def download(self, path: str, dest: Path, limit: int = 64 << 20) -> bool:
         """Copy a file or directory out to ``dest`` (a directory); False if absent or too large.

@@ -1,4 +1,5 @@
-"""Task images: content-hashed build contexts, base-image aliases, time-limited builds.
+"""Task images: content-hashed build contexts, base-image aliases, time-limited builds under
+memory, CPU and process caps (:mod:`aes.sandbox.buildcaps`).
 
 The tag of a task image is a hash of everything that goes into it (the files of
 ``environment/`` that .dockerignore keeps, the Dockerfile after base-image
@@ -27,6 +28,7 @@ from docker.utils.build import exclude_paths
 
 from aes.config import SandboxConfig
 from aes.sandbox import limits
+from aes.sandbox.buildcaps import BuildCgroup, cgroup_support
 from aes.sandbox.docker_client import connect, image_labels
 from aes.sandbox.network import isolated_network
 from aes.tasks import Reason, Task
@@ -51,6 +53,9 @@ class BuildResult:
     reason: Reason | None = None
     substitutions: list[str] = field(default_factory=list)
     """``public -> local`` base images that were substituted."""
+    base: str | None = None
+    """The image the final stage builds on (after substitution); None for a prebuilt ``docker_image``
+    or a base that cannot be told (``scratch``, a build argument)."""
 
 
 def _normalise(ref: str) -> str:
@@ -70,6 +75,12 @@ class ImageBuilder:
         self._warned: set[str] = set()
         self._aliases = {_normalise(k): v for k, v in cfg.image_aliases.items()}
         self.network = isolated_network(self.client, cfg)
+        info = self.client.info()
+        self.caps = limits.build_caps(cfg, float(info.get("NCPU") or 1), int((info.get("MemTotal") or 0) // 2**20))
+        self.cgroup_version, why = cgroup_support(self.client, info) if self.caps.pids else (None, "")
+        if why:
+            log.warning("image builds run without a process cap (sandbox.build_pids_limit): %s. Memory and CPU "
+                        "caps still apply", why)
 
     # -- base images -------------------------------------------------------------------
     def _local_image_id(self, ref: str) -> str | None:
@@ -210,21 +221,39 @@ class ImageBuilder:
         if failure:
             return BuildResult(image=None, reason=failure, substitutions=subs,
                                seconds=time.monotonic() - start)
+        base = final_base(dockerfile)
         context, digest = self._context(task, dockerfile)
         digest = hashlib.sha256((digest + "\0" + "\0".join(base_ids)).encode()).hexdigest()
         tag = f"{IMAGE_REPO}:{digest[:24]}"
         with context, self._lock(tag):
             if self._local_image_id(tag):
-                return BuildResult(image=tag, cached=True, substitutions=subs,
+                return BuildResult(image=tag, cached=True, substitutions=subs, base=base,
                                    seconds=time.monotonic() - start)
             ok, log_tail, reason = self._run_build(context, tag, task, limits.build_timeout(self.cfg, task))
         return BuildResult(image=tag if ok else None, log_tail=log_tail, reason=reason,
-                           substitutions=subs, seconds=time.monotonic() - start)
+                           substitutions=subs, base=base, seconds=time.monotonic() - start)
 
     def _run_build(self, context, tag: str, task: Task, timeout: float) -> tuple[bool, str, Reason | None]:
+        cgroup = BuildCgroup(self.caps, self.cgroup_version) if self.cgroup_version else None
+        if cgroup is not None:
+            try:
+                cgroup.__enter__()
+            except OSError as exc:
+                log.warning("%s: its build cgroup could not be set up (%s): built without the process cap",
+                            task.name, exc)
+                cgroup.__exit__(None, None, None)
+                cgroup = None
+        try:
+            return self._stream_build(context, tag, task, timeout, cgroup)
+        finally:
+            if cgroup is not None:
+                cgroup.__exit__(None, None, None)
+
+    def _stream_build(self, context, tag: str, task: Task, timeout: float,
+                      cgroup: BuildCgroup | None) -> tuple[bool, str, Reason | None]:
         api = self.client.api
         params = {"t": tag, "rm": "1", "forcerm": "1", "q": "0", "networkmode": self.network,
-                  "labels": json.dumps(image_labels("task", task.name))}
+                  "labels": json.dumps(image_labels("task", task.name)), **self.caps.params(cgroup)}
         response = api.post(
             f"{api.base_url}/v{api.api_version}/build", params=params, data=context,
             headers={"Content-Type": "application/x-tar"}, stream=True, timeout=(30, None),
@@ -257,11 +286,53 @@ class ImageBuilder:
             response.close()
         tail = "".join(lines)[-BUILD_LOG_TAIL:]
         if self._local_image_id(tag) and error is None:
-            return True, tail, None
+            if cgroup is None or not cgroup.hit()["pids"]:
+                return True, tail, None
+            self._untag(tag)  # its steps ignored the refused forks: not an image to keep or reuse
+            error = "a step ran into the process cap"
         if fired.is_set():
             return False, tail, Reason("build.timeout", f"image build exceeded {timeout:.0f} s (build_timeout_sec)")
         last = "\n".join(tail.strip().splitlines()[-12:])
-        return False, tail, Reason("build.failed", f"docker build failed: {error}\n{last}".strip())
+        return False, tail, self._cap_reason(cgroup, str(error), last) or \
+            Reason("build.failed", f"docker build failed: {error}\n{last}".strip())
+
+    def _untag(self, tag: str) -> None:
+        try:
+            self.client.images.remove(tag, force=True)
+        except docker.errors.APIError as exc:
+            log.warning("could not remove the image %s of a build that failed its caps: %s", tag, exc)
+
+    def _cap_reason(self, cgroup: BuildCgroup | None, error: str, last: str) -> Reason | None:
+        """The cap a failed build ran into, if any: its cgroup's counters say so (without one, a step
+        killed by SIGKILL, exit status 137, is taken for the memory cap)."""
+        hit = cgroup.hit() if cgroup is not None else {"pids": False, "memory": False}
+        killed = "non-zero code: 137" in error
+        if hit["pids"]:
+            return Reason("build.process_limit", (
+                f"a RUN step tried to run more than {self.caps.pids} processes at once (sandbox.build_pids_limit): "
+                f"a build step may not fork without bound\n{last}").strip())
+        if killed and self.caps.memory_mb and (hit["memory"] or cgroup is None):
+            return Reason("build.memory_limit", (
+                f"a RUN step was killed for using more than {self.caps.memory_mb} MiB of memory "
+                f"(sandbox.build_memory_mb): {error}\n{last}").strip())
+        return None
+
+
+def final_base(dockerfile: str) -> str | None:
+    """The image the Dockerfile's final stage starts from, following ``FROM <stage>`` to the
+    stage's own base; None for ``scratch`` or a reference with a build argument."""
+    stages: dict[str, str] = {}
+    ref = None
+    for word, args, _ in dockerfile_instructions(dockerfile):
+        if word != "FROM":
+            continue
+        parts = [a for a in args.split() if not a.startswith("--")]
+        if not parts:
+            continue
+        ref = stages.get(parts[0].lower(), parts[0])
+        if len(parts) >= 3 and parts[-2].upper() == "AS":
+            stages[parts[-1].lower()] = ref
+    return None if ref is None or "$" in ref or ref == "scratch" else ref
 
 
 MAX_DOCKERIGNORE_BYTES = 1 << 20

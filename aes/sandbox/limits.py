@@ -8,6 +8,7 @@ bounds; beyond them they are clamped (with a note), so a task declaring
 from __future__ import annotations
 
 from aes.config import SandboxConfig
+from aes.sandbox.buildcaps import BuildCaps
 
 
 def _bounded(value: float | None, default: float, bound: float) -> float:
@@ -44,3 +45,12 @@ def clamp_notes(cfg: SandboxConfig, task) -> list[str]:
     )
     return [f"{key} = {value:g} exceeds {setting} = {bound:g}: {bound:g} is used"
             for key, value, bound, setting in checks if value is not None and value > bound]
+
+
+def build_caps(cfg: SandboxConfig, host_cpus: float, host_memory_mb: int) -> BuildCaps:
+    """The caps of an image build's steps: ``sandbox.build_*`` bounded by the host (0: no cap)."""
+    memory = cfg.build_memory_mb
+    if memory and host_memory_mb:
+        memory = min(memory, host_memory_mb)
+    cpus = min(cfg.build_cpus, host_cpus) if cfg.build_cpus else 0.0
+    return BuildCaps(memory_mb=memory, cpus=cpus, pids=cfg.build_pids_limit)

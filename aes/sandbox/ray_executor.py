@@ -235,6 +235,9 @@ def _charge(budget, usage: dict | None) -> None:
         budget.usd += usage.get("cost_usd", 0.0)
         budget.tokens += usage.get("tokens", 0)
         budget.calls += usage.get("model_calls", 0)
+        budget.reasoning_usd += usage.get("reasoning_cost_usd", 0.0)
+        for kind in budget.counts:  # the parts: reasoning, cache reads and writes
+            budget.counts[kind] += usage.get(kind, 0)
 
 
 # -- the worker side ------------------------------------------------------------------------------
@@ -367,6 +370,8 @@ def _rebuild_agent(spec: AgentSpec, budget: BudgetConfig):
         model = _model(spec.model, budget)
         if spec.weights_version is not None and hasattr(model, "_weights_version"):
             model._weights_version = spec.weights_version
+        if getattr(model, "engine", None) == "vllm" and hasattr(model, "server_versions"):
+            model.server_versions = True  # follow the updates pushed while the attempt runs (vllm_reload)
         agent = TerminalAgent.__new__(TerminalAgent)
         agent.__dict__.update(spec.state)
         agent.model = model

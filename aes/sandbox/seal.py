@@ -14,16 +14,25 @@ Not carried, and why:
   * every directory on the image's ``PATH`` (a new name there would shadow a command the
     tests run or install at verification, e.g. ``curl`` before ``apt-get install curl``);
   * interpreter standard and site directories anywhere (``lib/pythonX.Y``, ``site-packages``,
-    ``dist-packages``, ``node_modules``) and package metadata (``*.dist-info``, ``*.egg-info``:
-    their entry points are plugins pytest loads), ``pyvenv.cfg`` (a venv's ``home`` picks the stdlib),
-    ``sitecustomize.py`` / ``usercustomize.py`` and ``*.pth`` (code run at interpreter start);
+    ``dist-packages``, ``node_modules``) and package metadata (``*.dist-info``, ``*.egg-info``, an
+    egg's ``EGG-INFO``, in any case as the metadata finder matches them: their entry points are
+    plugins pytest loads), ``pyvenv.cfg`` (a venv's ``home`` picks the stdlib),
+    ``sitecustomize.py`` / ``usercustomize.py`` and ``*.pth`` (code run at interpreter start),
+    compiled bytecode (``*.pyc``: a sourceless module, or a ``__pycache__`` entry that wins over
+    its source; the verifier compiles the carried sources);
+  * a Python module (a ``NAME.py``, an extension ``NAME.*.so``, a package's ``__init__`` in any of
+    those forms) named like the standard library, an installed package of the image, a package
+    the tests install, or a module the image's ``python3`` looks for while it starts (found or
+    not: ``sitecustomize``, ``usercustomize``, what its ``.pth`` lines import when present; the
+    verifier probes it);
   * files the image already had in any ``bin``/``sbin`` directory (e.g. a venv's ``python`` or
     ``pytest`` under ``/opt``), which tests call by absolute path, or in the service scripts'
     directories (``/etc/init.d``, ``/etc/default``, ``/etc/rc?.d``), which tests start services with;
   * configuration that changes what tools load or run: ``/etc/ld.so.*``, ``alternatives``,
     shell profiles and rc files, ``/etc/python*`` and ``/etc/perl`` (on the interpreters'
     search paths), package-manager configuration and state (``/etc/apt``, ``/var/lib/dpkg``,
-    ``pip.conf``, ``uv``, ``npmrc``, ``gitconfig``), CA bundles, ``nsswitch.conf``;
+    ``pip.conf``, ``uv``, ``npmrc``, ``gitconfig``), CA bundles, ``nsswitch.conf``, and what
+    ``su`` reads besides the account database (``login.defs``, ``/etc/default``, ``/etc/skel``);
   * dot-entries in home directories (``~/.local``, ``~/.cache``, ``~/.config``, rc files: where
     uv, pip, git and npm read settings and keep managed interpreters and caches): all of them in
     ``/root`` and ``/home/*``; the tool directories (:data:`HOME_TOOL_DIRS`) of every other home
@@ -56,6 +65,7 @@ directories and special files are dropped.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import sys
 from pathlib import PurePosixPath
@@ -72,9 +82,13 @@ ETC_NAMES = (
     "inputrc", "shells", "nsswitch.conf", "gai.conf", "host.conf", "perl", "apt", "dpkg", "pip.conf", "xdg",
     "uv", "npmrc", "gitconfig", "gemrc", "wgetrc", "ssl", "pki", "ca-certificates", "ca-certificates.conf",
     "security", "pam.d", "sudoers", "sudoers.d", "sudo.conf", "sudo_logsrvd.conf", "R", "julia", "java",
-    "mercurial", "ImageMagick-6", "ImageMagick-7",
+    "mercurial", "ImageMagick-6", "ImageMagick-7", "login.defs", "default", "skel", "securetty", "pam.conf",
+    "adduser.conf", "deluser.conf", "update-motd.d",
 )
-"""Entries of /etc that decide what tools load, run or install (plus :data:`ETC_PREFIXES`)."""
+"""Entries of /etc that decide what tools load, run or install (plus :data:`ETC_PREFIXES`), and what
+``su``, ``runuser`` and ``useradd`` read besides the account database: ``login.defs`` (the PATH a
+switched user gets), ``default`` (pam_env's ``locale`` file sets any variable, ``BASH_ENV`` too;
+init scripts source the rest), ``skel`` (the dot-files of a user the tests create)."""
 
 ETC_PREFIXES = ("python", "java-", "php", "ruby", "node")
 """Versioned /etc entries of interpreters (``/etc/python3.11``, ``/etc/java-17-openjdk``,
@@ -103,7 +117,7 @@ need as written, and a way to make the tests install or run the agent's code."""
 HOME_TOOL_DIRS = frozenset({
     ".config", ".local", ".cache", ".cargo", ".rustup", ".npm", ".node_modules", ".yarn", ".pnpm-store", ".m2",
     ".gradle", ".ivy2", ".sbt", ".gem", ".bundle", ".pyenv", ".conda", ".nvm", ".deno", ".bun", ".ipython",
-    ".jupyter", ".julia", ".R", ".pip", ".uv",
+    ".jupyter", ".julia", ".R", ".pip", ".uv", ".ssh", ".gnupg", ".aws", ".docker", ".kube", ".subversion",
 })
 """Dot-directories where tools keep settings, caches and managed interpreters, protected in every
 home the image names (all dot-entries of ``/root`` and ``/home/*`` are)."""
@@ -112,15 +126,45 @@ SERVICE_DIRS = ("/etc/init.d", "/etc/default", "/etc/rcS.d", *(f"/etc/rc{n}.d" f
 """Scripts tests start services with (``service x start``, ``/etc/init.d/x start``) and the
 shell fragments they source: the image's own are not replaced by the agent's."""
 
-_CODE_COMPONENT = re.compile(r"^(site-packages|dist-packages|node_modules|.+\.dist-info|.+\.egg-info|.+\.egg-link)$")
+_CODE_COMPONENT = re.compile(r"^(site-packages|dist-packages|node_modules|.+\.dist-info|.+\.egg-info|.+\.egg-link|"
+                             r"egg-info|.+\.egg)$", re.IGNORECASE)
 """Installed code and its metadata: a ``*.dist-info`` next to what the tests import (the
 working directory, ``PYTHONPATH``) registers entry points, and pytest loads every ``pytest11``
-plugin it finds there."""
+plugin it finds there. Matched as the import system's metadata finder matches them: in any case
+(``EVIL-1.0.DIST-INFO``), and an egg's ``EGG-INFO``."""
+_BYTECODE = (".pyc", ".pyo")
+"""Compiled Python: the verifier's interpreter compiles the carried sources itself. A carried
+``.pyc`` would run code its source does not show (a sourceless module, or a ``__pycache__`` entry
+that wins over its source)."""
+_MODULE_FILE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)*\.(py|pyc|pyo|so)$")
+
+
+def module_name(path: str) -> str | None:
+    """The top-level module name a Python file provides from its own directory (an ``__init__``
+    file, in any of the suffixes the import system loads: its package's name), or None when it
+    is not a module file."""
+    parts = [p for p in path.split("/") if p]
+    found = _MODULE_FILE.match(parts[-1]) if parts else None
+    if not found:
+        return None
+    stem = found.group(1)
+    if stem == "__init__":
+        parent = parts[-2] if len(parts) >= 2 else ""
+        return parent if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", parent) else None
+    return stem
 _PY_STDLIB = re.compile(r"^python[0-9.]*$")
 _STARTUP_FILES = ("sitecustomize.py", "usercustomize.py", "pyvenv.cfg")
 _BIN_DIRS = ("bin", "sbin")
 _HOME_PARENTS = ("/home",)
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def _clean(path: str) -> str:
+    """``path`` absolute, without empty or ``.`` components (``..`` kept, as ``PurePosixPath`` does)."""
+    path = "/" + path.lstrip("/")
+    if "//" in path or "/./" in path or path.endswith(("/", "/.")):
+        return str(PurePosixPath(path))
+    return path
 
 
 def _under(path: str, root: str) -> bool:
@@ -210,7 +254,7 @@ class SealPolicy:
     def deny_reason(self, path: str, is_dir: bool | None = None) -> str | None:
         """Why a change at absolute ``path`` is not carried (None: it is carried); ``is_dir``:
         whether the changed entry is a directory (None: unknown, e.g. a deletion)."""
-        path = str(PurePosixPath("/" + path.lstrip("/")))
+        path = _clean(path)
         if path == "/":
             return "the root directory itself"
         for root in OWN_ROOTS:
@@ -228,7 +272,7 @@ class SealPolicy:
         for root in self.prefixes:
             if _under(path, root):
                 return f"{root} is the install prefix of an interpreter the tests run"
-        parts = PurePosixPath(path).parts[1:]
+        parts = tuple(path.split("/")[1:])
         if len(parts) == 1:
             name = parts[0]
             if name.startswith("."):
@@ -254,27 +298,21 @@ class SealPolicy:
         name = parts[-1]
         if name in _STARTUP_FILES or name.endswith(".pth"):
             return f"{name} runs or configures code at interpreter start"
+        if name.endswith(_BYTECODE) and is_dir is not True:
+            return "compiled Python bytecode (the verifier compiles the sources)"
         if is_dir is not True and self._shadows(parts):
             return "a module named like the standard library or an installed package (it would shadow it)"
         return None
 
     def _shadows(self, parts: tuple[str, ...]) -> bool:
-        name = parts[-1]
-        if name == "__init__.py" and len(parts) >= 2:
-            module = parts[-2]
-        elif name.endswith((".py", ".pyc")):
-            module = name.rsplit(".", 1)[0]
-        elif name.endswith(".so"):
-            module = name.split(".", 1)[0]
-        else:
-            return False
-        return module in self.shadow or _shadow_prefix(module)
+        module = module_name("/" + "/".join(parts))
+        return module is not None and (module in self.shadow or _shadow_prefix(module))
 
     def _home_dot_entry(self, path: str, parts: tuple[str, ...]) -> bool:
         if _home_dot_entry(parts):
             return True
         for home in self.homes:
-            if path != home and _under(path, home) and PurePosixPath(path).relative_to(home).parts[0] in HOME_TOOL_DIRS:
+            if path != home and _under(path, home) and path[len(home.rstrip("/")) + 1:].split("/")[0] in HOME_TOOL_DIRS:
                 return True
         return False
 
@@ -282,8 +320,8 @@ class SealPolicy:
         """``path`` lies directly in a ``bin``/``sbin`` directory or a service-script directory: if
         the image had it, it is a tool tests may call by absolute path (a venv's ``python``, an
         init script), and it is not carried."""
-        parent = PurePosixPath(path).parent
-        return parent.name in _BIN_DIRS or str(parent) in SERVICE_DIRS
+        parent = posixpath.dirname(path)
+        return posixpath.basename(parent) in _BIN_DIRS or parent in SERVICE_DIRS
 
     MODIFIED_TOOL = "the image's own tools in bin and service-script directories"
 
@@ -305,7 +343,7 @@ class SealPolicy:
         prefix = path.rstrip("/") + "/"
         if any(root.startswith(prefix) for root in roots):
             return True
-        parts = PurePosixPath(path).parts[1:]
+        parts = tuple(p for p in path.split("/") if p)
         return parts in (("home",),) or (len(parts) == 2 and parts[0] == "home")
 
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shutil
+import tarfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -76,13 +78,48 @@ class Outcome(str, Enum):
     """The Docker engine refused or failed (infrastructure)."""
     INFRA_ERROR = "infra_error"
     """Something the agent depends on failed (e.g. its model server is unreachable)."""
+    # -- the tamper audit (aes/sandbox/audit.py) --
+    TAMPERED = "tampered"
+    """The tamper audit saw the verifier run one of the agent's carried files as code where the
+    reference solution's verification ran none, or touch a start-up or loader path: no reward
+    (a solver attempt scores 0), the paths in ``detail``."""
 
 
-AGENT_BROKE = frozenset({Outcome.VERIFIER_TIMEOUT, Outcome.NO_REWARD_FILE, Outcome.BAD_REWARD_FILE,
-                         Outcome.CONTAINER_DIED, Outcome.STORAGE_EXCEEDED, Outcome.CARRY_FAILED})
+REWARDED, AGENT, TASK, INFRA = "rewarded", "agent", "task", "infrastructure"
+"""What an outcome means for a score (the kinds of :data:`OUTCOME_KINDS`)."""
+
+OUTCOME_KINDS: dict[Outcome, str] = {
+    Outcome.OK: REWARDED,
+    Outcome.AGENT_TIMEOUT: REWARDED,
+    Outcome.BUILD_FAILED: TASK,
+    Outcome.SANDBOX_ERROR: INFRA,
+    Outcome.INFRA_ERROR: INFRA,
+}
+"""Each outcome's kind: ``rewarded`` (the tests' reward counts), ``task`` (the task is broken; no
+attempt ran), ``infrastructure`` (never a reward, counted apart); every other outcome, listed here
+or not, is ``agent``: the agent's container or the verification of its work broke while the agent
+had control (or because of what it left), and a solver attempt scores 0 for it. So a new outcome
+needs no line here unless it is not the agent's doing, and none can fall through a table."""
+
+
+def outcome_kind(outcome: Outcome) -> str:
+    """The kind of ``outcome`` (:data:`OUTCOME_KINDS`; ``agent`` for any outcome not listed)."""
+    return OUTCOME_KINDS.get(outcome, AGENT)
+
+
+_ADMISSION_CODES = {Outcome.AGENT_TIMEOUT: "timeout"}
+
+
+def admission_code(outcome: Outcome) -> str:
+    """The reason code admission gives a trial that ended so (``oracle.<code>``): the outcome's own
+    name, ``timeout`` for the agent phase's."""
+    return _ADMISSION_CODES.get(outcome, outcome.value)
+
+
+AGENT_BROKE = frozenset(o for o in Outcome if outcome_kind(o) == AGENT)
 """Outcomes of a task that passed admission which only what the agent did can cause: in a
 solver attempt they score 0, so breaking the verifier never escapes a low reward."""
-INFRASTRUCTURE = frozenset({Outcome.SANDBOX_ERROR, Outcome.INFRA_ERROR})
+INFRASTRUCTURE = frozenset(o for o in Outcome if outcome_kind(o) == INFRA)
 """Failures of the infrastructure: never a reward, counted apart."""
 
 
@@ -156,29 +193,85 @@ class TrialResult:
         return data
 
 
+REWARD_FILE_MAX_BYTES = 1 << 20
+"""Largest reward file read (an honest one is a few bytes; a larger one is a bad reward file)."""
+
+
 def parse_reward_json(data: bytes) -> dict[str, float]:
-    """reward.json: a flat object of finite numbers with a ``reward`` key."""
+    """reward.json: a flat object of finite numbers with a ``reward`` key.
+
+    Raises ValueError (never anything else) for whatever else the bytes hold: not UTF-8, not
+    JSON, nested too deeply for the parser, not an object, NaN, infinities, numbers too large
+    for a float, booleans, strings, nested values."""
     try:
         value = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"reward.json is not JSON: {exc}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+        raise ValueError(f"reward.json is not JSON: {why}") from None
     if not isinstance(value, dict) or "reward" not in value:
-        raise ValueError("reward.json must be an object with a 'reward' key")
+        raise ValueError(f"reward.json must be an object with a 'reward' key, got {_kind(value)}")
+    out = {}
     for key, number in value.items():
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
-            raise ValueError(f"reward.json value {key!r} = {number!r} is not a finite number")
-    return {str(k): float(v) for k, v in value.items()}
+        out[str(key)] = _finite(number, f"reward.json value {str(key)[:80]!r}")
+    return out
 
 
 def parse_reward_txt(data: bytes) -> dict[str, float]:
-    """reward.txt: one finite float."""
+    """reward.txt: one finite float (raises ValueError for anything else)."""
     try:
-        value = float(data.decode("utf-8").strip())
+        text = data.decode("utf-8").strip()
+        value = float(text)
     except (UnicodeDecodeError, ValueError):
         raise ValueError(f"reward.txt does not hold one number: {data[:80]!r}") from None
     if not math.isfinite(value):
         raise ValueError(f"reward.txt holds a non-finite number {value}")
     return {"reward": value}
+
+
+def _finite(number, what: str) -> float:
+    if isinstance(number, bool) or not isinstance(number, (int, float)):
+        raise ValueError(f"{what} is {_kind(number)}, not a number")
+    try:
+        value = float(number)
+    except OverflowError:
+        raise ValueError(f"{what} is too large for a float") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{what} = {value} is not a finite number")
+    return value
+
+
+def _kind(value) -> str:
+    if isinstance(value, (dict, list)):
+        return f"a JSON {'object' if isinstance(value, dict) else 'array'} of {len(value)} entries"
+    return f"{type(value).__name__} {str(value)[:80]!r}"
+
+
+_GO_TYPE_BITS = (1 << 31) | (1 << 27) | (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19)
+"""Go's os.FileMode type bits (dir, symlink, device, pipe, socket, char device, irregular) in the
+engine's stat of a container path: none set means a regular file."""
+
+
+def read_rewards(container: Container) -> dict[str, float] | None:
+    """The rewards the tests wrote: reward.json, else reward.txt; None when neither exists.
+
+    Raises ValueError when the file that counts is not a regular file of at most
+    :data:`REWARD_FILE_MAX_BYTES` or does not parse (a reward.json that cannot be read never
+    lets reward.txt count instead)."""
+    for path, parse in ((REWARD_JSON, parse_reward_json), (REWARD_TXT, parse_reward_txt)):
+        info = container.stat(path)
+        if info is None:
+            continue
+        name = path.rsplit("/", 1)[-1]
+        if int(info.get("mode") or 0) & _GO_TYPE_BITS:
+            raise ValueError(f"{name} is not a regular file (a link, directory, pipe or device)")
+        size = int(info.get("size") or 0)
+        if size > REWARD_FILE_MAX_BYTES:
+            raise ValueError(f"{name} is {size} bytes; a reward file holds at most {REWARD_FILE_MAX_BYTES}")
+        raw = container.read_file(path, limit=REWARD_FILE_MAX_BYTES)
+        if raw is None:
+            raise ValueError(f"{name} changed or vanished while it was read")
+        return parse(raw)
+    return None
 
 
 _MAYBE_ENGINE = (Outcome.CONTAINER_DIED, Outcome.SANDBOX_ERROR)
@@ -262,6 +355,11 @@ class TrialRunner:
             else:
                 result.outcome, result.detail = Outcome.SANDBOX_ERROR, f"docker error: {exc}"
             result.reward = None
+        except Exception as exc:  # noqa: BLE001 - logged with its traceback; the trial still ends with an outcome
+            log.exception("%s: the trial failed inside aes", task.name)
+            result.outcome, result.reward = Outcome.INFRA_ERROR, None
+            result.detail = (f"aes failed while running the trial ({type(exc).__name__}: {str(exc)[:300]}); "
+                             "not a reward. The traceback is in the log: please report it")
         finally:
             clock = time.monotonic()
             for box in containers:
@@ -270,6 +368,7 @@ class TrialRunner:
                 pristine.discard(self.sandbox)
             timings["teardown"] = time.monotonic() - clock
             result.timings = {**result.timings, **timings}
+            result.detail, result.agent_info = printable(result.detail), printable(result.agent_info)
         return result
 
     def _agent_phase(self, container: Container, task: Task, agent: TrialAgent, result: TrialResult,
@@ -304,14 +403,12 @@ class TrialRunner:
                 if not container.download(f"/logs/{part}", dest, limit=limit):
                     notes.append(f"/logs/{part} is over sandbox.trial_logs_max_mb ({self.cfg.trial_logs_max_mb} MiB) "
                                  "or gone; not kept")
-            except (docker.errors.APIError, OSError) as exc:
-                notes.append(f"/logs/{part} could not be copied: {exc}")
-        files = [p for p in dest.rglob("*") if p.is_file()] if dest.is_dir() else []
+            except (docker.errors.APIError, OSError, tarfile.TarError, UnicodeError) as exc:
+                notes.append(f"/logs/{part} could not be copied: {exc!r}"[:500])
+        files = [p for p in dest.rglob("*") if p.is_file() and not p.is_symlink()] if dest.is_dir() else []
         if not files and dest.is_dir():
-            for sub in sorted(dest.rglob("*"), reverse=True):
-                sub.rmdir()
-            dest.rmdir()
-        info = {"dir": str(dest), "files": len(files), "bytes": sum(p.stat().st_size for p in files)} if files else {}
+            shutil.rmtree(dest, ignore_errors=True)
+        info = {"dir": str(dest), "files": len(files), "bytes": sum(p.lstat().st_size for p in files)} if files else {}
         return {**info, **({"note": "; ".join(notes)} if notes else {})}
 
     def _verify_sealed(self, container: Container, verifier: Container, image: str, task: Task,
@@ -341,8 +438,20 @@ class TrialRunner:
         if problem:
             result.outcome, result.detail = Outcome.CARRY_FAILED, problem
             return
-        self._run_tests(verifier, task, result, self.verifier.command(), user=user, workdir="/tests",
-                        env=self.verifier.env(task, home))
+        # the tamper audit watches the verifier's file system while the tests run (aes/sandbox/audit.py)
+        with self.verifier.audit(verifier, image, user, carry) as watch:
+            self._run_tests(verifier, task, result, self.verifier.command(), user=user, workdir="/tests",
+                            env=self.verifier.env(task, home))
+        result.agent_info["audit"] = watch.record.to_dict()
+        result.timings["audit"] = watch.record.seconds
+        if result.outcome in (Outcome.OK, Outcome.AGENT_TIMEOUT):
+            reasons = self.verifier.tampering(task, image, watch.record, result.agent == OracleAgent.name,
+                                              lambda: self._run_once(task, OracleAgent(), image))
+            if reasons:
+                result.agent_info["audit"]["tests_reward"] = result.reward  # what the tests wrote, for the record
+                result.outcome, result.reward, result.rewards = Outcome.TAMPERED, None, {}
+                result.detail = (f"the tamper audit saw the tests run the agent's files ({len(reasons)}): "
+                                 + "; ".join(reasons[:8]))
 
     def _verify_in_place(self, container: Container, task: Task, result: TrialResult) -> None:
         """Harbor's semantics: stale rewards removed, tests uploaded, test.sh run in the agent's container."""
@@ -366,6 +475,12 @@ class TrialRunner:
             result.outcome = Outcome.VERIFIER_TIMEOUT
             result.detail = f"verifier exceeded {timeout:.0f} s ([verifier] timeout_sec)"
             return
+        over = self.sandbox.storage.exceeded(container)
+        if over:
+            result.outcome = Outcome.STORAGE_EXCEEDED
+            result.detail = (f"the verifier's container wrote {over[0] >> 20} MiB, over the task's storage "
+                             f"limit of {over[1] >> 20} MiB ([environment] storage_mb): killed")
+            return
         if run.exit_code is None and run.output.startswith("exec failed"):
             result.outcome, result.detail = Outcome.NO_REWARD_FILE, f"tests/test.sh could not be started: {run.output}"
             return
@@ -374,11 +489,7 @@ class TrialRunner:
             result.outcome, result.detail = Outcome.CONTAINER_DIED, _died(state, code, oom, container)
             return
         try:
-            raw = container.read_file(REWARD_JSON)
-            rewards = parse_reward_json(raw) if raw is not None else None
-            if rewards is None:
-                raw = container.read_file(REWARD_TXT)
-                rewards = parse_reward_txt(raw) if raw is not None else None
+            rewards = read_rewards(container)
         except ValueError as exc:
             result.outcome, result.detail = Outcome.BAD_REWARD_FILE, str(exc)
             return
@@ -417,6 +528,29 @@ class _Background:
         value = self._result[0] if self._result else None
         if isinstance(value, Container):
             sandbox.discard(value)
+
+
+def printable(value):
+    """``value`` with every string made encodable as UTF-8: a file name that is not UTF-8 (read from a
+    container as Python's surrogate escapes) shows its bytes as ``\\xff``, so a trial's result can be
+    printed, logged and written as JSON whatever names the agent gave its files."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogateescape" if _escaped_only(value) else "backslashreplace") \
+                .decode("utf-8", "backslashreplace")
+        return value
+    if isinstance(value, dict):
+        return {printable(k): printable(v) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(printable(v) for v in value)
+    return value
+
+
+def _escaped_only(text: str) -> bool:
+    """True when every lone surrogate in ``text`` is one of Python's escapes of a byte (U+DC80-U+DCFF)."""
+    return all(not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF for c in text)
 
 
 def _infra_outcome(exc: Exception) -> Outcome:

@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from aes.config.schema import SandboxConfig
+from aes.tasks.startup import env_reasons
 from aes.tasks.task import Task, read_capped
 
 DEFAULT_MAX_CONTEXT_MB: int = SandboxConfig.max_context_mb
@@ -439,4 +440,30 @@ def _check_toml_options(task: Task) -> list[Reason]:
     for key in ("privileged", "devices", "volumes", "mounts", "cap_add", "security_opt"):
         if env.get(key):
             reasons.append(Reason("static.dangerous_option", f"task.toml [environment] {key} is not allowed"))
+    return reasons + check_env(task)
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_env(task: Task) -> list[Reason]:
+    """``[environment.env]`` and ``[verifier.env]`` may not set start-up variables (:mod:`aes.tasks.startup`):
+    they reach the tests' processes after aes has cleared the image's. Every table's names must be
+    plain identifiers (``A=B`` as a name would set another variable) and values free of NUL bytes."""
+    spec = task.spec
+    tables = {"environment.env": spec.env, "verifier.env": spec.verifier_env, "solution.env": spec.solution_env}
+    reasons = []
+    for table, values in tables.items():
+        for name, value in values.items():
+            if not _ENV_NAME.match(name) or "\0" in value:
+                reasons.append(Reason("static.bad_env_name", (
+                    f"task.toml [{table}] {name!r}: variable names are letters, digits and _ (not starting with a "
+                    "digit), values hold no NUL byte")))
+    for where, what in env_reasons({"environment.env": spec.env, "verifier.env": spec.verifier_env}):
+        name = where.split("] ", 1)[1]
+        reasons.append(Reason(f"static.startup_env.{name}" if _ENV_NAME.match(name) else "static.startup_env", (
+            f"task.toml {where} sets {what}: a start-up variable reaches the tests' processes after aes cleared "
+            "the image's, so whoever writes the file it names runs code there. Set search paths the tests need "
+            "(PATH, PYTHONPATH) in environment/Dockerfile (ENV), where the verifier's rules apply; loader, shell "
+            "and interpreter hooks have no place in a task")))
     return reasons

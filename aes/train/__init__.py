@@ -5,6 +5,10 @@
 - :mod:`aes.train.advantages` group advantages, dynamic batch filling, the proposer reward
 - :mod:`aes.train.batching` micro-batches under a token budget
 - :mod:`aes.train.engine` the DeepSpeed engine (CPU and GPU alike), checkpoints
+- :mod:`aes.train.backends` the trainable solver backends and the weight syncs each allows (the top of
+  the package: it imports policy, sync and trainer, none of them imports it)
+- :mod:`aes.train.weights` what the weight syncs share (full parameters, the block a chat client's weights change in)
+- :mod:`aes.train.vllm_reload` new weights into running vLLM servers by an in-place reload (CPU)
 - :mod:`aes.train.sync` weight sync to the rollout engine (llama.cpp via GGUF export, in-process, vLLM)
 - :mod:`aes.train.gguf_export` trained weights as a GGUF for llama.cpp
 - :mod:`aes.train.warm_ops` build DeepSpeed's ops ahead of time (``python -m aes.train.warm_ops``)
@@ -48,12 +52,13 @@ from aes.train.sync import (
     build_weight_sync,
 )
 from aes.train.trainer import DPPOTrainer, PolicyTrainer
+from aes.train.backends import SOLVER_BACKENDS, build_trainable_solver  # noqa: E402 - fills DEFAULT_SYNCS
 
 __all__ = [
     "ADMITTED", "BROKEN", "PROPOSER", "SOLVER", "VALID",
     "Batch", "CopyWeights", "DPPOTrainer", "Episode", "GGUFExport", "Group", "GroupBatcher", "PolicyTrainer",
     "Sample", "SharedModule",
     "TrajectoryError", "Turn", "VLLMColocated", "VLLMServer", "WeightSync",
-    "admission_outcome", "advantage_samples", "build_weight_sync", "dppo_loss", "episode_from_trajectory",
+    "SOLVER_BACKENDS", "admission_outcome", "build_trainable_solver", "advantage_samples", "build_weight_sync", "dppo_loss", "episode_from_trajectory",
     "group_advantages", "has_spread", "load_groups", "pack_turns", "proposer_reward", "token_logprobs",
 ]

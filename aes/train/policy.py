@@ -131,9 +131,3 @@ class TrainableSolver:
             self._trainer.close()
         self.chat.close()
 
-
-def build_trainable_solver(cfg: AesConfig, budget: RunBudget, paths):
-    """The trainable solver of ``solver.backend`` (the registry: :mod:`aes.train.backends`)."""
-    from aes.train.backends import build_trainable_solver as build
-
-    return build(cfg, budget, paths)

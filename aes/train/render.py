@@ -84,15 +84,16 @@ def resolve_tool_format(tool_format: str, tokenizer: Any) -> str:
 # -- messages ---------------------------------------------------------------------------
 
 
-def _native_call(step: dict[str, Any], tools_mode: bool) -> dict[str, Any] | None:
-    """The step's tool call when the model made it with function calling (not parsed from text)."""
+def _native_calls(step: dict[str, Any], tools_mode: bool) -> list[dict[str, Any]]:
+    """The step's tool calls when the model made them with function calling (not parsed from text):
+    one, or several called in parallel."""
     calls = step.get("tool_calls") or []
     if not tools_mode or not calls:
-        return None
+        return []
     call = calls[0]
     if _SYNTHESISED_ID.fullmatch(str(call.get("tool_call_id") or "")) and _FENCE.search(step.get("message") or ""):
-        return None
-    return call
+        return []
+    return calls
 
 
 def fenced_call(call: dict[str, Any], proposer: bool) -> str:
@@ -139,17 +140,18 @@ def trajectory_messages(trajectory: dict[str, Any], tool_format: str) -> list[di
         elif source == "user":
             messages.append({"role": "user", "content": text})
         elif source == "agent":
-            call = _native_call(step, tools_mode)
-            if call is None:
+            calls = _native_calls(step, tools_mode)
+            if not calls:
                 messages.append({"role": "assistant", "content": text})
             elif fenced:
-                block = fenced_call(call, proposer)
+                block = "\n".join(fenced_call(call, proposer) for call in calls)
                 messages.append({"role": "assistant", "content": f"{text.rstrip()}\n{block}" if text.strip() else block})
             else:
-                args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
                 messages.append({"role": "assistant", "content": text, "tool_calls": [
                     {"id": call.get("tool_call_id"), "type": "function",
-                     "function": {"name": call.get("function_name"), "arguments": args}}]})
+                     "function": {"name": call.get("function_name"),
+                                  "arguments": call.get("arguments") if isinstance(call.get("arguments"), dict) else {}}}
+                    for call in calls]})
             for result in (step.get("observation") or {}).get("results") or []:
                 content = str(result.get("content") or "")
                 call_id = result.get("source_call_id")

@@ -21,6 +21,9 @@ checkpoint load), five implementations:
   The chat client's calls are held while the weights change and the update is counted on it.
 - :class:`VLLMColocated` — an in-process ``vllm.LLM``: ``model.load_weights`` (TRL's colocate path);
   a building block for a future in-process vLLM solver backend (no config value reaches it yet).
+- :class:`aes.train.vllm_reload.VLLMReload` — running vLLM servers on CPU (or wherever NCCL is not
+  available): a safetensors checkpoint each server reloads in place through vLLM's own endpoints,
+  with the servers paused (``/pause?mode=keep``) and the policy version set on them.
 - :class:`VLLMServers` — several such servers (``solver.base_urls``): the same broadcast to each,
   on its own rendezvous port (``trainer.vllm_group_port`` + i).
 - ``llamacpp_server`` — llama.cpp servers the job started (``cluster.backend=llamacpp``): a
@@ -41,17 +44,24 @@ with top_p=1, top_k=-1 (truncated sampling makes mu differ from any pi the train
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
 from aes.config import ConfigError, ModelConfig, TrainerConfig
+from aes.train.weights import _is_main, full_parameters, new_weights  # noqa: F401 - the syncs' shared parts
 
+log = logging.getLogger(__name__)
+
+
+DEFAULT_SYNCS: dict[str, Callable[[ModelConfig], str]] = {}
+"""What ``trainer.weight_sync=auto`` means per ``solver.backend`` (filled by :mod:`aes.train.backends`,
+which knows the backends; this module only the syncs)."""
 
 
 class WeightSync(Protocol):
@@ -61,20 +71,6 @@ class WeightSync(Protocol):
         """Called after every optimizer step (and after a checkpoint load) with the DeepSpeed engine."""
 
     def close(self) -> None: ...
-
-
-def full_parameters(engine: Any) -> Iterator[tuple[str, torch.Tensor]]:
-    """(name, full tensor) for every parameter, gathered one at a time under ZeRO-3."""
-    module = engine.module
-    if engine.zero_optimization_stage() == 3:
-        import deepspeed
-
-        for name, param in module.named_parameters():
-            with deepspeed.zero.GatheredParameters([param]):
-                yield name, param.data
-    else:
-        for name, param in module.named_parameters():
-            yield name, param.data
 
 
 class SharedModule:
@@ -121,24 +117,6 @@ class CopyWeights:
 
     def close(self) -> None:
         pass
-
-
-def _is_main() -> bool:
-    """Rank 0 (or no process group): the rank that talks to the rollout engine."""
-    return not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
-
-
-@contextlib.contextmanager
-def new_weights(chat: Any) -> Iterator[None]:
-    """The weights behind ``chat`` change inside this block: its calls in flight finish first, new
-    ones wait (``chat.gate``), and once the block is done the chat client counts the update
-    (``chat.weights_updated``), so the calls after it record the new policy version. Episodes in
-    flight go on with the new weights (carried rollouts). A block that raises counts no update."""
-    gate = getattr(chat, "gate", None)
-    with gate.swap() if gate is not None else contextlib.nullcontext():
-        yield
-        if hasattr(chat, "weights_updated"):
-            chat.weights_updated()
 
 
 def swap_local_engine(chat: Any, path: Path) -> None:
@@ -243,6 +221,7 @@ class VLLMServer:
         self.client.update_named_params(meta, named)
         self.client.reset_prefix_cache()
         self.version += 1
+        label_version(self.base_url, self.chat)
 
     def close(self) -> None:
         if self.client is not None:
@@ -250,12 +229,25 @@ class VLLMServer:
             self.client = None
 
 
+def label_version(root: str, chat: Any) -> None:
+    """Tell a vLLM server the policy version it now serves (``GET /weight_info`` reads it back: clients on
+    other machines record it). A server that cannot be told is logged: the weights are in, only the
+    label of other processes' calls is missing."""
+    from aes.train.vllm_reload import ReloadError, call
+
+    version = (getattr(chat, "weights_version", None) or 0) + 1
+    try:
+        call(root, "/update_weight_version", {"new_version": str(version)}, timeout=30.0)
+    except ReloadError as exc:
+        log.warning("the vLLM server at %s was not told its policy version %d: %s", root, version, exc)
+
+
 class VLLMServers:
     """:class:`VLLMServer` for each of several servers (each on its own rendezvous port); the chat
     client's calls are held until every server has the new weights, and the update counts once."""
 
     def __init__(self, base_urls: list[str], group_port: int = 51216, chat: Any = None):
-        self.servers = [VLLMServer(url, group_port + i) for i, url in enumerate(base_urls)]
+        self.servers = [VLLMServer(url, group_port + i, chat=chat) for i, url in enumerate(base_urls)]
         self.chat = chat
         self.version = 0
 
@@ -276,13 +268,23 @@ class VLLMServers:
             server.close()
 
 
+_SERVERS: Any = None
+"""The rollout servers this process started (an :class:`aes.cluster.servers.ServerGroup`), set by the
+job (:func:`aes.cluster.servers.activate`): the llama.cpp sync restarts them with new weights."""
+
+
+def use_servers(group: Any) -> None:
+    """Register the servers this process started (None: none), for ``llamacpp_server``."""
+    global _SERVERS
+    _SERVERS = group
+
+
 def restart_llamacpp_servers(chat: Any) -> Callable[[Path], None]:
     """The reload of ``llamacpp_server``: restart the servers this process started with a new GGUF,
     no call in flight (``chat.gate``), and count the update on the chat model."""
-    from aes.cluster.servers import active_group
 
     def reload(path: Path) -> None:
-        group = active_group()
+        group = _SERVERS
         if group is None:
             raise ConfigError("trainer.weight_sync=llamacpp_server restarts the llama.cpp servers this job started "
                               "(cluster.servers > 0, cluster.backend=llamacpp); none run in this process")
@@ -318,18 +320,16 @@ def build_weight_sync(cfg: TrainerConfig, solver: ModelConfig, rollout: Any = No
 
     ``rollout`` is what the rollout engine generates with: the policy (whose ``version`` is
     bumped) for ``shared``, the module for ``copy``, the chat client (whose calls are held and
-    which counts the update) for ``gguf``, ``llamacpp_server`` and ``vllm_server``.
-    ``out_dir`` holds the GGUF exports (default: a temp dir).
+    which counts the update) for ``gguf``, ``llamacpp_server``, ``vllm_server`` and ``vllm_reload``.
+    ``out_dir`` holds the GGUF exports or the reload checkpoints (default: a temp dir).
     """
     mode = mode or cfg.weight_sync
-    if mode == "auto":  # the solver backend's default (aes/train/backends.py)
-        from aes.train.backends import SOLVER_BACKENDS
-
-        backend = SOLVER_BACKENDS.get(solver.backend)
-        if backend is None:
+    if mode == "auto":  # the solver backend's default (registered by aes/train/backends.py)
+        pick = DEFAULT_SYNCS.get(solver.backend)
+        if pick is None:
             raise ConfigError(f"solver.backend={solver.backend} cannot take new weights: train an open solver "
-                              f"({', '.join(SOLVER_BACKENDS)})")
-        mode = backend.default_sync(solver)
+                              f"({', '.join(DEFAULT_SYNCS)})")
+        mode = pick(solver)
     if mode == "none":
         return None
     if mode == "gguf":
@@ -353,11 +353,18 @@ def build_weight_sync(cfg: TrainerConfig, solver: ModelConfig, rollout: Any = No
             return VLLMServers(list(solver.base_urls), cfg.vllm_group_port, chat=rollout)
         return VLLMServer(solver.base_urls[0] if solver.base_urls else solver.base_url, cfg.vllm_group_port,
                           chat=rollout)
+    if mode == "vllm_reload":
+        from aes.train.vllm_reload import VLLMReload
+
+        urls = list(solver.base_urls) or ([solver.base_url] if solver.base_url else [])
+        if not urls:
+            raise ConfigError("trainer.weight_sync=vllm_reload needs solver.base_url (the vLLM server)")
+        return VLLMReload(urls, Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="aes-vllm-")),
+                          chat=rollout, served_model=solver.model)
     if mode == "llamacpp_server":
-        from aes.cluster.servers import active_group
         from aes.models.local import resolve_gguf
 
-        if active_group() is None and os.environ.get("RANK", "0") == "0":
+        if _SERVERS is None and os.environ.get("RANK", "0") == "0":
             raise ConfigError("trainer.weight_sync=llamacpp_server restarts the llama.cpp servers this job starts: "
                               "set cluster.servers > 0 and cluster.backend=llamacpp (e.g. cluster=llamacpp)")
         return GGUFExport(resolve_gguf(solver.model), restart_llamacpp_servers(rollout), out_dir)
