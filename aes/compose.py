@@ -46,13 +46,30 @@ def build_rollouts(cfg: AesConfig, paths: RunPaths, solver: ChatModel, trials, j
     return runner
 
 
+MODEL_JUDGE_BACKENDS = ("anthropic", "openai", "openai_compatible")
+"""Proposer backends that judge under ``hil.judge=auto`` (a model behind an API or a server)."""
+
+
+def judge_kind(cfg: AesConfig, solver: ChatModel | None = None, proposer: ChatModel | None = None) -> str:
+    """``hil.judge`` as this run resolves it: ``auto`` is ``model`` when ``hil.judge_model`` is set or
+    the proposer is served by an API or a model server and is not the solver (no shared policy), else
+    ``keyword``."""
+    if cfg.hil.judge != "auto":
+        return cfg.hil.judge
+    if cfg.hil.judge_model is not None:
+        return "model"
+    shared = cfg.flywheel.shared_policy or cfg.proposer == cfg.solver or (proposer is not None and proposer is solver)
+    return "model" if cfg.proposer.backend in MODEL_JUDGE_BACKENDS and not shared else "keyword"
+
+
 def build_judge_model(cfg: AesConfig, budget: RunBudget, solver: ChatModel,
                       proposer: ChatModel | None = None) -> tuple[ChatModel | None, bool]:
-    """The model behind ``hil.judge=model`` and whether the caller owns it (and must close it):
-    ``hil.judge_model`` when one is chosen, else the proposer's model (``proposer``, the live one,
-    when the mode has it). The judge is never silently the solver itself: when the proposer's model
-    is the solver's (the same config, or a shared policy), ``hil.judge_model`` must name the judge."""
-    if cfg.hil.judge != "model":
+    """The model behind ``hil.judge=model`` (or ``auto`` resolved to it, :func:`judge_kind`) and
+    whether the caller owns it (and must close it): ``hil.judge_model`` when one is chosen, else the
+    proposer's model (``proposer``, the live one, when the mode has it). The judge is never silently
+    the solver itself: when the proposer's model is the solver's (the same config, or a shared
+    policy), ``hil.judge_model`` must name the judge."""
+    if judge_kind(cfg, solver, proposer) != "model":
         return None, False
     chosen = cfg.hil.judge_model
     if chosen is None:
@@ -76,7 +93,7 @@ def build_judge(cfg: AesConfig, model: ChatModel | None):
     """The judge behind ``ask_human``: deterministic, or a model with the domain's judge prompt."""
     from aes.hil.human import KeywordJudge, ModelJudge
 
-    if cfg.hil.judge == "keyword":
+    if cfg.hil.judge == "keyword" or (cfg.hil.judge == "auto" and model is None):
         return KeywordJudge()
     import aes.domains
 

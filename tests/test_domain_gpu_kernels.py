@@ -166,8 +166,8 @@ class ModelNew(ref.Model):
 @pytest.mark.slow
 def test_oracle_nop_and_cheats_through_the_interpreter(sandbox, cfg, tmp_path):
     """The reference earns 1.0 and says the timing was skipped; doing nothing earns 0; eager math
-    beside a dummy kernel earns only the correct section and the launch test (0.8); eager math
-    alone only the correct section (0.6)."""
+    beside a dummy kernel, and eager math alone, earn only the correct section (0.4: the triton
+    section counts whole, and the kernel neither computes nor keeps eager math out)."""
     from aes.sandbox import NopAgent, OracleAgent, TrialRunner
 
     runner = TrialRunner(cfg.sandbox, sandbox)
@@ -180,7 +180,7 @@ def test_oracle_nop_and_cheats_through_the_interpreter(sandbox, cfg, tmp_path):
         build = runner.sandbox.build(task)
         assert build.image, build.reason
         results[label] = runner.run(task, agent, build.image)
-    assert {k: r.reward for k, r in results.items()} == {"oracle": 1.0, "nop": 0.0, "dummy": 0.8, "eager": 0.6}, \
+    assert {k: r.reward for k, r in results.items()} == {"oracle": 1.0, "nop": 0.0, "dummy": 0.4, "eager": 0.4}, \
         {k: (r.reward, r.detail, r.verifier_output[-2000:]) for k, r in results.items()}
     assert results["oracle"].rewards == {"reward": 1.0}
     out = results["oracle"].verifier_output
@@ -297,3 +297,87 @@ def test_timed_path_on_a_gpu_host(sandbox, cfg, tmp_path):
     print(output[-3000:])
     print(f"kernel/eager time ratio: {reward.get('time_ratio')}")
     assert reward["reward"] == 1.0 and reward.get("time_ratio", 0) > 0, output[-3000:]
+
+
+# -- wrong work: eager math, a kernel that only copies what eager math computed, a kernel that misses
+# the padding; the eager-only probe --------------------------------------------------------------------
+SOFTMAX = SEEDS / "masked-softmax"
+COPY_KERNEL = '''"""Eager math with ops that are on no blocklist, then a Triton kernel that only copies the result."""
+import torch
+import triton
+import triton.language as tl
+from torch import nn
+
+
+@triton.jit
+def _copy(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    keep = i < n
+    tl.store(dst_ptr + i, tl.load(src_ptr + i, mask=keep), mask=keep)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale: float = 0.125):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x, lengths):
+        B, L = x.shape
+        live = torch.arange(L, device=x.device)[None, :] < lengths[:, None]
+        s = x.float() * self.scale
+        s[~live] = -1e30
+        e = torch.pow(2.718281828459045, s - torch.topk(s, 1, dim=-1).values)
+        e[~live] = 0.0
+        total = torch.cumsum(e, dim=-1)[:, -1:]
+        total[total == 0] = 1.0
+        p = (e * total.reciprocal()).to(x.dtype).contiguous()
+        out = torch.empty_like(p)
+        _copy[(triton.cdiv(p.numel(), 1024),)](p, out, p.numel(), BLOCK=1024)
+        return out
+'''
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_wrong_kernels_earn_under_half_and_the_eager_probe_rejects_a_seed_that_pays_for_eager_math(sandbox, cfg,
+                                                                                                    tmp_path):
+    """On masked-softmax: the reference's eager code as ModelNew (0.4), eager math with ops on no
+    blocklist plus a kernel that only copies its result (1.0 before the replay test; 0.4 now: the
+    launches alone, on perturbed inputs, give the first output again) and the reference's kernel with
+    the padding read as scores (0: not correct); the eager-only probe gives the seed no reason and
+    rejects a variant with the weights it had (correct 0.6)."""
+    from aes.domains.gpu_kernels.checks import EagerOnly, eager_reasons
+    from aes.sandbox import OracleAgent, TrialRunner
+
+    runner = TrialRunner(cfg.sandbox, sandbox)
+    reference_kernel = (SOFTMAX / "solution" / "solution.py").read_text()
+    assert "    live = cols < n\n" in reference_kernel
+    wrong = {"eager-only": (SOFTMAX / "environment" / "reference.py").read_text().replace("class Model(", "class ModelNew("),
+             "copy-kernel": COPY_KERNEL,
+             "padding-read": reference_kernel.replace("    live = cols < n\n", "    live = cols < L\n")}
+    rewards = {}
+    for name, solution in wrong.items():
+        path = tmp_path / name
+        shutil.copytree(SOFTMAX, path)
+        (path / "solution" / "solution.py").write_text(solution)
+        task = load_task(path)
+        build = runner.sandbox.build(task)
+        assert build.image, build.reason
+        result = runner.run(task, OracleAgent(), build.image)
+        rewards[name] = (result.reward, result.verifier_output)
+    print({k: v[0] for k, v in rewards.items()})
+    assert {k: v[0] for k, v in rewards.items()} == {"eager-only": 0.4, "copy-kernel": 0.4, "padding-read": 0.0}, \
+        {k: (v[0], v[1][-1500:]) for k, v in rewards.items()}
+    copy = rewards["copy-kernel"][1]  # every test but the replay passed: the static reading and the watch saw nothing
+    assert " test_triton_kernel_computes_the_output _" in copy and "1 failed, 11 passed" in copy, copy[-3000:]
+    paid = tmp_path / "paid"
+    shutil.copytree(SOFTMAX, paid)
+    tests = paid / "tests" / "test_outputs.py"
+    tests.write_text(tests.read_text().replace('WEIGHTS = {"correct": 0.4, "triton": 0.6}', 'WEIGHTS = {"correct": 0.6, "triton": 0.4}'))
+    found = {}
+    for name, path in (("seed", SOFTMAX), ("paid", paid)):
+        task = load_task(path)
+        build = runner.sandbox.build(task)
+        trial = runner.run(task, EagerOnly(), build.image)
+        found[name] = (trial.reward, [r.code for r in eager_reasons(trial)])
+    assert found == {"seed": (0.4, []), "paid": (0.6, ["gpu_kernels.eager_rewarded"])}, found

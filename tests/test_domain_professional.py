@@ -128,12 +128,16 @@ def test_reward_is_zero_without_the_gates_and_weighted_by_section_with_them(tmp_
     assert _reward(tmp_path, nop) == 0.0
     edited_inputs = {**dict.fromkeys(tests, "pass"), "test_gate_inputs_unchanged": "failure"}
     assert _reward(tmp_path, edited_inputs) == 0.0
-    # a pasted-values workbook: the model section (25%, two tests) is lost, and so are the value tests
-    # of the pasted cells (half the Base forecast, two thirds of risk); the CSV and the memo stay
+    # a pasted-values workbook: the model section (25%, two tests) is lost, and with the recalculation
+    # failing so are the LIVE sections (Base and risk, the CSV's test in risk included); the memo stays
     pasted = {**dict.fromkeys(tests, "pass"), "test_model_results_are_formulas": "failure",
               "test_model_recalculates_when_inputs_change": "error", "test_base_forecast": "failure",
               "test_risk_stress_forecast": "failure", "test_risk_summary_sheet": "failure"}
-    assert _reward(tmp_path, pasted) == pytest.approx(0.40, abs=1e-4)
+    assert _reward(tmp_path, pasted) == pytest.approx(0.15, abs=1e-4)
+    # constants disguised as formulas: every value test passes and so does "results are formulas",
+    # but the recalculation does not: Base and risk earn nothing (issue 25: 0.875 before the gate)
+    disguised = {**dict.fromkeys(tests, "pass"), "test_model_recalculates_when_inputs_change": "failure"}
+    assert _reward(tmp_path, disguised) == pytest.approx(0.25 / 2 + 0.15, abs=1e-4)
     memo_half = {**dict.fromkeys(tests, "pass"), "test_memo_agrees_with_the_workbook": "skipped"}
     assert _reward(tmp_path, memo_half) == pytest.approx(1 - 0.15 / 2, abs=1e-4)
     assert _reward(tmp_path, {}) == 0.0
@@ -250,7 +254,7 @@ def test_values_only_probe_earns_under_half_and_a_seed_that_credits_pasted_value
     assert trial.agent_info["solve_exit"] == 0 and trial.agent_info["rewrite_exit"] == 0, trial.agent_info
     assert "formulas replaced by their values" in trial.agent_info["rewrite_output"]
     assert trial.reward is not None and trial.reward < VALUES_ONLY_MAX, (trial.reward, trial.verifier_output[-2000:])
-    assert trial.reward == pytest.approx(0.40, abs=1e-4)
+    assert trial.reward == pytest.approx(0.15, abs=1e-4)  # the memo: the LIVE sections need a recalculation
     assert _values_only(trial) == []
 
     lenient = tmp_path / "lenient"
@@ -259,11 +263,13 @@ def test_values_only_probe_earns_under_half_and_a_seed_that_credits_pasted_value
     text = tests.read_text()
     strict = "    return {**values, **dict.fromkeys((s.upper(), c) for s, c in pasted(path))}\n"
     assert strict in text
-    tests.write_text(text.replace(strict, "    return values\n"))
+    assert '\nLIVE = ["base", "risk"]\n' in text
+    tests.write_text(text.replace(strict, "    return values\n").replace('\nLIVE = ["base", "risk"]\n', "\nLIVE = []\n"))
     build = runner.sandbox.build(load_task(lenient))
     assert build.image, build.reason
     reasons = checks(lenient, runner, build.image)
-    assert [r.code for r in reasons] == ["professional.values_only_rewarded"], reasons
+    assert [r.code for r in reasons] == ["professional.values_only_rewarded",
+                                         "professional.disguised_constants_rewarded"], reasons
     assert "its tests credit pasted values" in reasons[0].message and "0.75" in reasons[0].message
 
 
@@ -298,3 +304,48 @@ def test_seeds_pass_aes_validate_with_the_domain_checks(sandbox):
                                 env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert f"{len(SEED_DIRS)}/{len(SEED_DIRS)} valid" in result.output
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_three_wrong_attempts_earn_under_half_and_the_disguised_constants_probe(sandbox, cfg, tmp_path):
+    """On the cash forecast seed: the workbook's results pasted as values, written as constants that
+    pretend to reference a cell (=126352.4+0*Inputs!B2: 0.875 before the LIVE gate), and an input edited
+    so the numbers come out as the agent likes each earn < 0.5; the disguised-constants probe gives no
+    reason on the seed and rejects a variant without the LIVE gate."""
+    from aes.domains.professional.checks import VALUES_ONLY_SCRIPT, ValuesOnly, _values_only
+    from aes.sandbox import OracleAgent, TrialRunner
+
+    runner = TrialRunner(cfg.sandbox, sandbox)
+    book = "/app/deliverables/cash_forecast.xlsx"
+    wrong = {"values-only": f"python3 /solution/rewrite.py {book}\n",
+             "disguised-constants": f"python3 /solution/rewrite.py --disguise {book}\n",
+             "edited-input": "sed -i 's/^stress_collection_rate,0.85,/stress_collection_rate,0.90,/' "
+                             "/app/inputs/assumptions.csv\n"}
+    rewards = {}
+    for name, after in wrong.items():
+        path = tmp_path / name
+        shutil.copytree(CASH, path)
+        (path / "solution" / "rewrite.py").write_text(VALUES_ONLY_SCRIPT)
+        solve = path / "solution" / "solve.sh"
+        solve.write_text(solve.read_text().rstrip("\n") + "\n" + after)
+        result = runner.run(load_task(path), OracleAgent())
+        assert result.agent_exit_code == 0, (name, result.agent_output[-2000:])
+        rewards[name] = result.reward
+    print(rewards)
+    assert all(r is not None and r < 0.5 for r in rewards.values()), rewards
+    ungated = tmp_path / "ungated"
+    shutil.copytree(CASH, ungated)
+    tests = ungated / "tests" / "test_outputs.py"
+    tests.write_text(tests.read_text().replace('\nLIVE = ["base", "risk"]\n', "\nLIVE = []\n"))
+    found = {}
+    for name, path in (("seed", CASH), ("ungated", ungated)):
+        task = load_task(path)
+        build = sandbox.build(task)
+        assert build.image, build.reason
+        trial = runner.run(task, ValuesOnly([book], disguise=True), build.image)
+        assert trial.agent_info.get("rewrite_exit") == 0, trial.agent_info
+        found[name] = (trial.reward, [r.code for r in _values_only(trial, disguised=True)])
+    print(found)
+    assert found["seed"][0] < 0.5 and found["seed"][1] == []
+    assert found["ungated"][1] == ["professional.disguised_constants_rewarded"], found

@@ -326,3 +326,76 @@ def test_seeds_pass_aes_validate_with_the_domain_checks(sandbox):
     assert result.exit_code == 0, result.output
     assert f"{len(SEED_DIRS)}/{len(SEED_DIRS)} valid" in result.output
     assert "no-op = 0" in result.output  # nop_zero: doing nothing scored exactly 0 on every seed
+
+
+# -- wrong work: three plausible wrong fixes earn < 0.5, the special-cased probe ---------------------
+WINDOWS = "/app/repo/telemetry/windows.py"
+WRONG_FIXES = {
+    # the issue's examples answered from a table built from the public tests (the probe's own script)
+    "special-cased": "python3 /solution/special.py /app/repo tests\n",
+    # floor, but of a float division: right for the issue's example, wrong for large timestamps
+    "float-floor": f"sed -i 's|    return int(ts / width)|    import math\\n    return math.floor(ts / width)|' {WINDOWS}\n",
+    # one less for negatives: wrong on exact multiples (-1000 // 1000 is -1, not -2) and large values
+    "negative-minus-one": f"sed -i 's|    return int(ts / width)|    return int(ts / width) - (1 if ts < 0 else 0)|' {WINDOWS}\n",
+}
+LENIENT = '''import os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from untrusted import Untrusted
+
+SECOND = 1_000_000_000
+
+
+def _tm():
+    return Untrusted(["/app/repo"])
+
+
+def test_gate_the_issue_is_fixed():
+    with _tm() as child:
+        assert child.call("telemetry.window_index", -1, SECOND) == -1
+
+
+def test_examples_again():
+    with _tm() as child:
+        assert child.call("telemetry.window_start", -1, SECOND) == -SECOND
+        assert child.call("telemetry.window_bounds", 1_500, 1_000) == (1_000, 2_000)
+
+
+def test_between_again():
+    with _tm() as child:
+        assert child.call("telemetry.windows_between", 1_500, 3_200, 1_000) == [1, 2, 3]
+'''
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_plausible_wrong_fixes_earn_under_half_and_the_probe_rejects_tests_that_pay_for_examples(sandbox, cfg,
+                                                                                                   tmp_path):
+    from aes.domains.swe.probes import SCRIPT, SpecialCased, special_cased_reasons
+    from aes.sandbox import OracleAgent, TrialRunner
+
+    runner = TrialRunner(cfg.sandbox, sandbox)
+    rewards = {}
+    for name, script in WRONG_FIXES.items():
+        variant = _variant(tmp_path, name)
+        (variant / "solution" / "special.py").write_text(SCRIPT)
+        (variant / "solution" / "solve.sh").write_text("#!/bin/bash\nset -e\n" + script)
+        result = runner.run(load_task(variant), OracleAgent())
+        assert result.agent_exit_code == 0, (name, result.agent_output)
+        rewards[name] = result.reward
+    print(rewards)
+    assert all(r is not None and r < 0.5 for r in rewards.values()), rewards
+    # the probe: the seed's tests give the special-cased repository nothing; tests whose gate is only the
+    # issue's example and whose other tests repeat the public ones pay for it, and are rejected
+    lenient = _variant(tmp_path, "lenient")
+    (lenient / "tests" / "test_outputs.py").write_text(LENIENT)
+    found = {}
+    for name, path in (("seed", TELEMETRY), ("lenient", lenient)):
+        task = load_task(path)
+        build = sandbox.build(task)
+        assert build.image, build.reason
+        trial = runner.run(task, SpecialCased(), build.image)
+        assert trial.agent_info.get("probe_exit") == 0, trial.agent_info
+        found[name] = (trial.reward, [r.code for r in special_cased_reasons(trial)])
+    print(found)
+    assert found["seed"] == (0.0, [])
+    assert found["lenient"][0] >= 0.5 and found["lenient"][1] == ["swe.special_cased_rewarded"]

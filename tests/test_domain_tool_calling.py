@@ -433,16 +433,18 @@ def _local_seed(seed: Path, root: Path):
 
 
 def _local_reward(tests: Path) -> float:
-    """The fraction of the seed's tests that pass (what its test.sh writes)."""
-    import xml.etree.ElementTree as ET
+    """What the seed's test.sh writes: its pytest run, then its own reward script (the heredoc), on
+    this machine."""
+    import re
 
     junit = tests / "junit.xml"
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
                     "test_outputs.py"], cwd=tests, capture_output=True, check=False)
-    suite = ET.parse(junit).getroot()
-    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
-    total = int(suite.get("tests"))
-    return (total - sum(int(suite.get(k, 0)) for k in ("failures", "errors", "skipped"))) / total
+    script = re.search(r"<<'PY'\n(.*?)\nPY\n", (tests / "test.sh").read_text(), re.S).group(1)
+    reward = tests / "reward.txt"
+    script = script.replace("/logs/verifier/junit.xml", str(junit)).replace("/logs/verifier/reward.txt", str(reward))
+    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True)
+    return float(reward.read_text())
 
 
 @pytest.mark.parametrize("name", sorted(STRAY_WRITES))

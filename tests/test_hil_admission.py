@@ -78,7 +78,7 @@ def _currency_task(root, name, alternative, test):
     path = make_task(root, name, solve=STRICT_SOLVE, test=test,
                      instruction="Write the currency we bill in to /app/out.txt.\n")
     blockers = [{"id": "B1", "type": "business_information", "topic": "billing currency",
-                 "keywords": ["currency"], "answer": "EUR", "alternative": alternative}]
+                 "keywords": ["billing currency"], "answer": "EUR", "alternative": alternative}]
     (path / "blockers.json").write_text(json.dumps(blockers))
     (path / "solution" / "answers.json").write_text(json.dumps({"B1": "EUR"}))
     return path

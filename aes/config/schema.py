@@ -647,9 +647,12 @@ class HilConfig:
 
     setting: str = "ask_human"
     """full_info (the withheld answers stated), ask_human (incomplete instruction + the tool) or no_tool."""
-    judge: str = "keyword"
-    """Who decides which withheld details a question asks about: keyword (deterministic) or model
-    (``judge_model``, with the domain's judge prompt)."""
+    judge: str = "auto"
+    """Who decides which withheld details a question asks about: model (``judge_model``, with the
+    domain's judge prompt), keyword (deterministic: the blocker's keywords, for offline tests), or
+    auto: the model judge wherever a model other than the solver is configured to judge
+    (``judge_model``, or a proposer served by an API or a model server), else the keyword judge (the
+    embedded, tiny and scripted models, a shared policy)."""
     judge_model: Optional[ModelConfig] = None
     """The model behind ``judge=model``: any model config of ``conf/proposer/`` or ``conf/solver/``,
     chosen with ``proposer@hil.judge_model=NAME`` (e.g. claude, gpt, local); None: the proposer's
@@ -666,8 +669,8 @@ class HilConfig:
     def __post_init__(self) -> None:
         if self.setting not in ("full_info", "ask_human", "no_tool"):
             raise ConfigError(f"hil.setting must be full_info, ask_human or no_tool, got {self.setting!r}")
-        if self.judge not in ("keyword", "model"):
-            raise ConfigError(f"hil.judge must be keyword or model, got {self.judge!r}")
+        if self.judge not in ("auto", "keyword", "model"):
+            raise ConfigError(f"hil.judge must be auto, keyword or model, got {self.judge!r}")
         if self.shaped_reward_weight < 0:
             raise ConfigError("hil.shaped_reward_weight must be >= 0")
         if self.max_blockers_per_question < 1:

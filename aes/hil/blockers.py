@@ -7,6 +7,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from aes.hil.cues import unspecific
 from aes.tasks import Reason
 
 TYPES = ("missing_parameters", "business_information", "ambiguous_requirements", "contradictory_information",
@@ -35,7 +36,9 @@ class Blocker:
     answer: str
     """The withheld answer (never shown to the solver unless it asks)."""
     keywords: tuple[str, ...] = field(default_factory=tuple)
-    """Words a question about it would use (the deterministic judge's vocabulary)."""
+    """What a specific question about it must name: each keyword is a set of words a question must
+    contain, all of them, in any order (:mod:`aes.hil.cues`; the keyword judge's rule, and what the
+    model judge is shown)."""
     alternative: str = ""
     """Another answer, in the same form, that the reference parses and acts on and the tests must
     reject: admission runs the reference with it to check the blocker matters."""
@@ -148,10 +151,11 @@ def _check_answers(root: Path, blockers: list[Blocker]) -> None:
 
 
 def registry_reasons(task_dir: str | Path, required: bool = False) -> list[Reason]:
-    """The static check of a task's registry: [] when it loads, else the reason (``hil.*``).
-    ``required``: the domain's tasks are all human-in-the-loop, so a missing registry is named so."""
+    """The static check of a task's registry: [] when it loads and every blocker's keywords single it
+    out, else the reasons (``hil.*``). ``required``: the domain's tasks are all human-in-the-loop, so a
+    missing registry is named so."""
     try:
-        load_blockers(task_dir)
+        blockers = load_blockers(task_dir)
     except BlockerError as exc:
         message = str(exc)
         if exc.code == "hil.no_registry" and required:
@@ -159,7 +163,20 @@ def registry_reasons(task_dir: str | Path, required: bool = False) -> list[Reaso
                        "(domain.blocker_registry): list the withheld details there (id, type, topic, keywords, "
                        "answer, alternative) and their answers in solution/answers.json")
         return [Reason(exc.code, message)]
-    return []
+    instruction = Path(task_dir) / "instruction.md"
+    text = instruction.read_text(encoding="utf-8", errors="replace") if instruction.is_file() else ""
+    found = []
+    for blocker in blockers:
+        if not blocker.keywords:
+            found.append(f"{blocker.id} has no keywords")
+        found += [f"{blocker.id}: {why}" for why in unspecific(blocker.keywords, text)]
+    if not found:
+        return []
+    return [Reason("hil.unspecific_keywords",
+                   "; ".join(found) + ". A blocker's keywords say what a question must name to ask about it (every "
+                   "word of one keyword, in any order): name the withheld detail itself (\"grace period days\", "
+                   "\"late fee percent per month\"), in words no generic question and no single sentence of the "
+                   "instruction holds")]
 
 
 def write_answers(task_dir: Path, answers: dict[str, str]) -> None:

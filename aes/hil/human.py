@@ -1,13 +1,15 @@
 """The simulated human behind ``ask_human``: it answers questions about withheld details.
 
 A judge decides which blockers a question asks about; the human replies with those blockers'
-answers, or with a neutral line when it asks about none. Two judges: :class:`KeywordJudge`
-(deterministic: a question asks about a blocker when it contains one of its keywords or the
-words of its topic — for tests and the embedded CPU run) and :class:`ModelJudge` (any configured
-chat model, with the domain's judge prompt). A question about more than
-``hil.max_blockers_per_question`` blockers is too broad and reveals none, whichever judge found
-them: naming every topic in one question does not pay. Every question, what it matched and the
-reply are kept (:attr:`SimulatedHuman.log`) and go into the ATIF trajectory.
+answers, or with a neutral line when it asks about none. Two judges: :class:`ModelJudge` (any
+configured chat model, with the domain's judge prompt: the default wherever a model other than the
+solver is configured) and :class:`KeywordJudge` (deterministic: a question asks about a blocker
+when it names every word of one of its keywords, :mod:`aes.hil.cues` - for offline tests and the
+embedded CPU run). A question about more than ``hil.max_blockers_per_question`` blockers is too
+broad and reveals none, whichever judge found them: naming every topic in one question does not
+pay. Every question, what it matched, what it revealed for the first time, and the reply are kept
+(:attr:`SimulatedHuman.log`) and go into the ATIF trajectory: a question that reveals nothing new
+(asked again about a blocker already answered) counts against precision.
 """
 
 from __future__ import annotations
@@ -17,37 +19,22 @@ import re
 from typing import Protocol
 
 from aes.hil.blockers import Blocker
+from aes.hil.cues import asks_about
 
 NEUTRAL = "That is not something I can help with."
 MAX_BLOCKERS_PER_QUESTION = 2
 """A question about more blockers than this reveals none (``hil.max_blockers_per_question``)."""
-_WORD = re.compile(r"[a-z0-9%$._-]+")
-_STOP = frozenset("a an the of to for in on at and or is are be which what how when where who do does should "
-                  "i we you it this that with by from as".split())
 
 
 class Judge(Protocol):
     def match(self, question: str, blockers: list[Blocker]) -> list[str]: ...
 
 
-def _words(text: str) -> set[str]:
-    return {w.strip("._-") for w in _WORD.findall(text.lower())} - _STOP - {""}
-
-
 class KeywordJudge:
-    """A question asks about a blocker when it holds one of its keywords (a phrase, matched as a
-    whole) or all the content words of its topic."""
+    """A question asks about a blocker when it names every word of one of its keywords (any order)."""
 
     def match(self, question: str, blockers: list[Blocker]) -> list[str]:
-        text = " ".join(w.strip("._-") for w in _WORD.findall(question.lower()))  # "currency." ends a sentence
-        words = _words(question)
-        hits = []
-        for blocker in blockers:
-            phrases = [" ".join(w.strip("._-") for w in _WORD.findall(k.lower())) for k in blocker.keywords if k.strip()]
-            topic = _words(blocker.topic)
-            if any(p and re.search(rf"(^| ){re.escape(p)}( |$)", text) for p in phrases) or (topic and topic <= words):
-                hits.append(blocker.id)
-        return hits
+        return [blocker.id for blocker in blockers if asks_about(question, blocker.keywords)]
 
 
 class ModelJudge:
@@ -93,7 +80,8 @@ class SimulatedHuman:
             entry["too_broad"], ids = ids, []
         by_id = {b.id: b for b in self.blockers}
         reply = "\n".join(f"{by_id[i].topic}: {by_id[i].answer}" for i in ids) or NEUTRAL
-        self.log.append({**entry, "matched": ids, "reply": reply})
+        new = [i for i in ids if i not in self.revealed]
+        self.log.append({**entry, "matched": ids, "new": new, "reply": reply})
         return reply
 
     @property

@@ -1,7 +1,9 @@
 """Asking well, measured (HiL-Bench): Ask-F1 and the ask rate.
 
-Per attempt: question precision = questions that hit a blocker / questions; blocker recall =
-blockers revealed / blockers; Ask-F1 = their harmonic mean (0 when either is 0, e.g. no question).
+Per attempt: question precision = questions that revealed a blocker not revealed before /
+questions (asking again about an answered blocker is a question that hit nothing new); blocker
+recall = blockers revealed / blockers; Ask-F1 = their harmonic mean (0 when either is 0, e.g. no
+question).
 Over an evaluation: the ask rate = share of attempts with at least one question.
 """
 
@@ -12,9 +14,12 @@ import statistics
 
 def ask_scores(log: list[dict], blockers: int) -> dict:
     """Per-attempt scores from the simulated human's log."""
-    questions = len(log)
-    hits = sum(bool(entry["matched"]) for entry in log)
-    revealed = len({i for entry in log for i in entry["matched"]})
+    questions, hits, seen = len(log), 0, set()
+    for entry in log:
+        new = set(entry["matched"]) - seen
+        hits += bool(new)
+        seen |= new
+    revealed = len(seen)
     precision = hits / questions if questions else 0.0
     recall = revealed / blockers if blockers else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0

@@ -268,8 +268,24 @@ def _facts(data: dict, entry: Entry, viewer_out: Path, report: Path, reason: str
                                                if isinstance(v, (int, float))))))
     others = {k: v for k, v in extra.items() if k not in (*keys, *SHOWN_ELSEWHERE)}
     for key, value in others.items():
-        rows.append((key.replace("_", " "), jsonish(value)))
+        rows.append((key.replace("_", " "), _hil(value) if key == "hil" else jsonish(value)))
     return kv(rows)
+
+
+def _hil(record: Any) -> str:
+    """A HiL attempt's questions, each with the judge's verdict and the reply, then its Ask-F1."""
+    if not isinstance(record, dict) or not isinstance(record.get("asked"), list):
+        return jsonish(record)
+    rows = []
+    for entry in record["asked"]:
+        entry = entry if isinstance(entry, dict) else {}
+        matched, new = entry.get("matched") or [], entry.get("new")
+        verdict = ("too broad: " + ", ".join(map(str, entry["too_broad"]))) if entry.get("too_broad") else (
+            ", ".join(map(str, matched)) + ("" if new is None or new else " (asked before)") if matched else "none")
+        rows.append(f"<li>{esc(entry.get('question'))} <span class='muted'>&rarr; {esc(verdict)}: "
+                    f"{esc(entry.get('reply'))}</span></li>")
+    scores = {k: record.get(k) for k in ("setting", "questions", "revealed", "precision", "recall", "ask_f1")}
+    return f"<ol>{''.join(rows)}</ol>{jsonish(scores)}"
 
 
 def _trajectory_page(data: dict, entry: Entry, viewer: Viewer, report: Path, reason: str = "") -> str:

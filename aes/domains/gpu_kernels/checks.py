@@ -12,7 +12,15 @@ those tests keep the agent's code out of the process that decides the reward:
   string, not code of the test, and is not looked into; ``tests/test.sh`` must not run
   ``solution.py`` either.
 
-Static: no trial is needed (the runner and image are not used).
+* ``gpu_kernels.eager_rewarded``: the wrong-work probe. The reference's own eager code, renamed
+  ``ModelNew`` (``/app/reference.py`` with ``class Model(`` made ``class ModelNew(``, written to
+  ``/app/solution.py`` as the agent would), is what a policy writes when it does the math without a
+  kernel; the verifier scores it, and a task whose tests give it 0.5 or more pays for correctness
+  that needs no kernel. The probe cannot tell (no reason) when the image has no ``/app/reference.py``
+  defining ``class Model(``.
+
+The static check needs no trial; the probe runs one trial on the task's image (``runner``,
+``image``; without them only the static check runs).
 """
 
 from __future__ import annotations
@@ -20,10 +28,16 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from aes.sandbox import AgentRun
 from aes.tasks import Reason, load_task
 
 KIT = Path(__file__).resolve().parent.parent / "kit" / "untrusted.py"
 CODE = "gpu_kernels.tests_import_solution"
+EAGER_MAX = 0.5
+"""Eager code alone earning this much or more is rejected."""
+CANNOT_TELL = 3
+EAGER = (f'grep -q "^class Model(" /app/reference.py 2>/dev/null || exit {CANNOT_TELL}; '
+         'sed "s/^class Model(/class ModelNew(/" /app/reference.py > /app/solution.py')
 IMPORTS = {"solution", "importlib", "runpy"}
 """Modules whose import in a test means the solution can run in the tests' process."""
 CALLS = {"exec", "eval", "compile", "__import__"}
@@ -79,14 +93,41 @@ def tests_import_solution(tests_dir: Path) -> list[str]:
     return found
 
 
+class EagerOnly:
+    """A check agent: the reference's eager code as the solution (:data:`EAGER`, as the agent's user).
+    ``info``: ``probe_exit`` (:data:`CANNOT_TELL`: no reference to copy)."""
+
+    name = "gpu-kernels-eager-only"
+
+    def run(self, task, container, timeout: float) -> AgentRun:
+        run = container.exec(["sh", "-c", EAGER], min(timeout, 60.0), user=task.spec.agent_user)
+        return AgentRun(exit_code=0, output=run.output, info={"probe_exit": run.exit_code})
+
+
+def eager_reasons(trial) -> list[Reason]:
+    """``gpu_kernels.eager_rewarded`` when eager code alone earned :data:`EAGER_MAX` or more."""
+    if trial.agent_info.get("probe_exit") != 0 or trial.reward is None:
+        return []
+    if trial.reward >= EAGER_MAX:
+        return [Reason("gpu_kernels.eager_rewarded",
+                       f"its tests pay for eager math without a kernel: the reference's own eager code as ModelNew "
+                       f"earns {trial.reward:.2f} (at least {EAGER_MAX}); correctness must gate the reward and the "
+                       "kernel must carry most of it (the seeds' WEIGHTS: correct 0.4, triton 0.6 - launched, no "
+                       "eager math, and its launches alone compute the output)")]
+    return []
+
+
 def checks(task_dir: str | Path, runner=None, image: str | None = None) -> list[Reason]:
-    """The GPU-kernel checks of the task in ``task_dir`` (static; ``runner`` and ``image`` unused)."""
+    """The GPU-kernel checks of the task in ``task_dir``: the static reading, then (with ``runner``
+    and ``image``) the eager-only probe."""
     task = load_task(Path(task_dir))
     found = tests_import_solution(task.tests_dir)
-    if not found:
+    if found:
+        return [Reason(CODE, "; ".join(found) + ": the tests must never import /app/solution.py: build and run "
+                                                "ModelNew in the child of tests/untrusted.py (a helper module passed as "
+                                                "source text with helpers=), send it the reference's state_dict and the "
+                                                "inputs, compare the tensors it returns, and read solution.py only as "
+                                                "text, as the seeds' tests/test_outputs.py does")]
+    if runner is None or image is None:
         return []
-    return [Reason(CODE, "; ".join(found) + ": the tests must never import /app/solution.py: build and run ModelNew "
-                                            "in the child of tests/untrusted.py (a helper module passed as source text "
-                                            "with helpers=), send it the reference's state_dict and the inputs, compare "
-                                            "the tensors it returns, and read solution.py only as text, as the seeds' "
-                                            "tests/test_outputs.py does")]
+    return eager_reasons(runner.run(task, EagerOnly(), image))

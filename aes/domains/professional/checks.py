@@ -27,6 +27,11 @@ On top of checks 1-4:
   value earns at least :data:`VALUES_ONLY_MAX` (0.5). Such a workbook is what a policy gets by
   computing the answers offline and pasting them, with no model at all; the value sections must
   credit only result cells whose formulas reference cells;
+* ``professional.disguised_constants_rewarded``: the tests credit constants disguised as formulas:
+  the same copy with every numeric workbook result rewritten as ``=<value>+0*<a cell its formula
+  referenced>`` (a formula that references a cell, computed off-sheet) earns at least 0.5. The
+  tests must count the workbook's values only while it recalculates correctly with moved inputs
+  (the seeds' ``LIVE`` sections, gated in test.sh on every ``*recalculates*`` test);
 * ``professional.check_failed``: a check trial broke before it could tell (infrastructure, a
   dead container, a workbook the probe could not rewrite); the message says how.
 
@@ -91,7 +96,11 @@ def recalculated(path):
     return values
 
 
-for path in sys.argv[1:]:
+import re
+disguise = sys.argv[1:2] == ["--disguise"]
+paths = sys.argv[2:] if disguise else sys.argv[1:]
+REF = re.compile(r"(?:'[^']+'|[A-Za-z_][A-Za-z0-9_.]*)!\$?[A-Za-z]{1,3}\$?[0-9]+|(?<![A-Za-z0-9_.$])\$?[A-Za-z]{1,3}\$?[0-9]+(?![A-Za-z0-9_(!])")
+for path in paths:
     vba = path.lower().endswith(".xlsm")
     book = load_workbook(path, keep_vba=vba)
     cells = [(ws.title, cell) for ws in book.worksheets for row in ws.iter_rows() for cell in row
@@ -104,15 +113,26 @@ for path in sys.argv[1:]:
         if any(cached[sheet][cell.coordinate].value is None for sheet, cell in cells):
             print(f"cannot tell: no formulas package in the image and {path} caches no values"); sys.exit(3)
         value_of = lambda sheet, cell: cached[sheet][cell.coordinate].value
+    disguised = 0
     for sheet, cell in cells:
         value = value_of(sheet, cell)
         if value is not None and not isinstance(value, (bool, int, float, str)):
             value = str(value)  # an Excel error such as #DIV/0!
+        ref = REF.search(str(cell.value)) if disguise else None
+        if ref and isinstance(value, (int, float)) and not isinstance(value, bool):
+            cell.value = f"={value!r}+0*{ref.group()}"  # a constant that pretends to reference a cell
+            disguised += 1
+            continue
+        if disguise:
+            continue  # text, flags, errors: left as the live formulas they were
         cell.value = value
         if isinstance(value, str):
             cell.data_type = "s"  # text, even when it starts with "="
     book.save(path)
-    print(f"{path}: {len(cells)} formulas replaced by their values")
+    if disguise:
+        print(f"{path}: {disguised} of {len(cells)} formulas replaced by a constant written as =value+0*cell")
+    else:
+        print(f"{path}: {len(cells)} formulas replaced by their values")
 '''
 """Rewrites each workbook named on its command line with every formula replaced by its value."""
 
@@ -178,8 +198,10 @@ class ValuesOnly:
 
     name = "professional-values-only"
 
-    def __init__(self, workbooks: list[str]):
-        self.workbooks = workbooks
+    def __init__(self, workbooks: list[str], disguise: bool = False):
+        self.workbooks, self.disguise = workbooks, disguise
+        if disguise:
+            self.name = "professional-disguised-constants"
 
     def run(self, task: Task, container: Container, timeout: float) -> AgentRun:
         container.upload_dir(task.solution_dir, "/solution", executable=("solve.sh",))
@@ -191,15 +213,26 @@ class ValuesOnly:
             return AgentRun(exit_code=solve.exit_code, output=solve.output, timed_out=solve.timed_out, info=info)
         rewrite = container.exec(["sh", "-c", 'command -v python3 >/dev/null || { echo "cannot tell: no python3"; '
                                   f'exit {CANNOT_TELL}; }}; exec python3 -c "$0" "$@"', VALUES_ONLY_SCRIPT,
-                                  *self.workbooks], max(timeout * 0.25, 60.0), user=task.spec.agent_user)
+                                  *(["--disguise"] if self.disguise else []), *self.workbooks], max(timeout * 0.25, 60.0), user=task.spec.agent_user)
         info["rewrite_exit"], info["rewrite_output"] = rewrite.exit_code, _tail(rewrite.output)
         return AgentRun(exit_code=rewrite.exit_code, output=solve.output + rewrite.output,
                         timed_out=rewrite.timed_out, info=info)
 
 
-def _values_only(trial) -> list[Reason]:
-    """The reason the values-only probe gives (none when it cannot tell)."""
+def _values_only(trial, disguised: bool = False) -> list[Reason]:
+    """The reason the values-only (or, ``disguised``, the disguised-constants) probe gives (none when
+    it cannot tell)."""
     info = trial.agent_info
+    if disguised and "solve_exit" in info and info["solve_exit"] == 0 and info.get("rewrite_exit") == 0 \
+            and trial.reward is not None and trial.reward >= VALUES_ONLY_MAX:
+        return [Reason("professional.disguised_constants_rewarded",
+                       f"its tests credit constants written as formulas: the reference's deliverables with every "
+                       f"numeric workbook result rewritten as =<its value>+0*<a cell it referenced> earn "
+                       f"{trial.reward:.2f} (at least {VALUES_ONLY_MAX}); the workbook's values must count only while "
+                       "it recalculates correctly when the inputs they depend on move (LIVE sections, gated on the "
+                       f"*recalculates* tests) ({info.get('rewrite_output', '')})")]
+    if disguised:
+        return [r for r in _values_only(trial) if r.code == "professional.check_failed"]
     if "solve_exit" not in info:
         return [Reason("professional.check_failed", f"the values-only check trial ended before the reference ran "
                                                     f"({trial.outcome.value}: {trial.detail[:300]})")]
@@ -258,14 +291,16 @@ def checks(task_dir: Path, runner, image: str) -> list[Reason]:
     if reasons:
         return reasons
     workbooks = [p for p in deliverables if p.lower().endswith(WORKBOOKS)]
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=3) as pool:
         audit = pool.submit(runner.run, task, ReferenceAudit(inputs, deliverables), image)
         probe = pool.submit(runner.run, task, ValuesOnly(workbooks), image) if workbooks else None
+        masked = pool.submit(runner.run, task, ValuesOnly(workbooks, disguise=True), image) if workbooks else None
         trial, values_only = audit.result(), probe.result() if probe else None
+        disguised = masked.result() if masked else None
     reasons = _audit(trial, deliverables)
     if reasons or values_only is None:
-        return reasons  # the probe presumes a sound reference: fix what the audit found first
-    return _values_only(values_only)
+        return reasons  # the probes presume a sound reference: fix what the audit found first
+    return _values_only(values_only) + _values_only(disguised, disguised=True)
 
 
 def _audit(trial, deliverables: list[str]) -> list[Reason]:

@@ -19,6 +19,9 @@ A task is a repository with an issue: its public regression tests (in the reposi
   itself (``import_module``, ``spec_from_file_location``, ``exec``, ``runpy``, the repository on
   ``sys.path``) instead of calling it through :class:`Untrusted`, or no private test is a
   ``test_gate_*`` (the gate test.sh trusts: the public suite's exit status is the agent code's word);
+* ``swe.special_cased_rewarded``: the wrong-work probe (:mod:`aes.domains.swe.probes`): the
+  unpatched repository answering the public tests' exact calls from a table (the issue's examples
+  special-cased) earns 0.5 or more;
 * ``swe.check_failed``: a check trial broke before it could tell (infrastructure, a dead
   container); the message says how.
 
@@ -32,9 +35,11 @@ command.
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from aes.domains.swe.probes import SpecialCased, special_cased_reasons
 from aes.sandbox import AgentRun, Container, Outcome, TrialResult
 from aes.tasks import Reason, Task, load_task
 
@@ -154,10 +159,13 @@ def checks(task_dir: Path, runner, image: str) -> list[Reason]:
     if reasons:
         return reasons
     command = task.spec.metadata[COMMAND_KEY]
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    repo = re.match(r"\s*cd\s+(\S+)\s*&&", command)
+    with ThreadPoolExecutor(max_workers=3) as pool:
         before_f = pool.submit(runner.run, task, PublicTests(command, patched=False), image)
         after_f = pool.submit(runner.run, task, PublicTests(command, patched=True), image)
-        before, after = before_f.result(), after_f.result()
+        special_f = pool.submit(runner.run, task, SpecialCased(repo.group(1) if repo else task.spec.workdir or "/app/repo"),
+                                image)
+        before, after, special = before_f.result(), after_f.result(), special_f.result()
     for which, trial in (("unpatched", before), ("patched", after)):
         broken = _broken(which, trial)
         if broken:
@@ -190,4 +198,5 @@ def checks(task_dir: Path, runner, image: str) -> list[Reason]:
                               f"the private tests (tests/) score {before.reward:g} on the unpatched repository: "
                               "they must exercise what the issue asks for and fail before the fix; verifier "
                               f"output: {_tail(before.verifier_output)}"))
+    reasons += special_cased_reasons(special)
     return reasons

@@ -17,6 +17,9 @@ are probed side by side:
   records that ``allowed_changes`` names.
 
 And the two fresh dumps must be equal (the service starts from the same seeded state every time).
+A third environment runs the wrong-work probe (:mod:`aes.domains.tool_calling.probes`): the
+reference through its MCP servers wrapped so that every record gets the first record's decision;
+tests that give that blanket attempt 0.5 or more are rejected (``tool_calling.blanket_rewarded``).
 Then the service's code, data and sudo rule (``[metadata] app_data``) must be out of the agent
 user's reach (:mod:`aes.domains.agent_access`: ``tool_calling.no_app_data``,
 ``tool_calling.agent_can_write_app_data``, ``tool_calling.agent_is_root``, ...): the state changes
@@ -32,6 +35,7 @@ from pathlib import Path
 
 from aes.agents.mcp import McpClient
 from aes.domains.agent_access import access_reasons
+from aes.domains.tool_calling.probes import Blanket, blanket_reasons
 from aes.sandbox import AgentRun, OracleAgent
 from aes.tasks import Reason, load_task
 
@@ -131,11 +135,14 @@ def checks(task_dir: str | Path, runner, image: str) -> list[Reason]:
     if reasons:
         return reasons
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=3) as pool:
         idle_f = pool.submit(runner.run, task, _IdleProbe(command), image)
         ref_f = pool.submit(runner.run, task, _ReferenceProbe(command), image)
+        blanket_f = pool.submit(runner.run, task, Blanket(), image)
         idle, ref = idle_f.result().agent_info, ref_f.result().agent_info
+        blanket = blanket_f.result()
     reasons.extend(access_reasons("tool_calling", task_dir, runner, image))
+    reasons.extend(blanket_reasons(blanket))
 
     for server in idle.get("servers", []):
         if server["error"]:

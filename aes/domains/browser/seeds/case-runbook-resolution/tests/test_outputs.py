@@ -58,7 +58,7 @@ def test_escalation_review_completed(case):
     assert case["escalation"] == "no_escalation"
 
 
-def test_resolved_from_a_saved_draft(db, case):
+def test_bookkeeping_resolved_from_a_saved_draft(db, case):
     events = [dict(e) for e in db.execute("SELECT * FROM case_events WHERE case_id = 'QZ-418' ORDER BY seq")]
     resolved = [i for i, e in enumerate(events) if e["action"] == "resolved"]
     assert len(resolved) == 1 and resolved[0] == len(events) - 1, "resolved exactly once, as the last step"
@@ -69,7 +69,7 @@ def test_resolved_from_a_saved_draft(db, case):
     assert saved["runbook"] == "RB-207" and saved["assignee"] == "E-12" and saved["escalation"] == "no_escalation"
 
 
-def test_other_cases_and_reference_data_untouched(db, case):
+def test_bookkeeping_other_cases_and_reference_data_untouched(db, case):
     assert [dict(r) for r in db.execute("SELECT * FROM cases WHERE id != 'QZ-418' ORDER BY id")] == SEEDED["cases"]
     assert [dict(r) for r in db.execute("SELECT * FROM case_events WHERE case_id != 'QZ-418' "
                                         "ORDER BY case_id, seq")] == SEEDED["case_events"]

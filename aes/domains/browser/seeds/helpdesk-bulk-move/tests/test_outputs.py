@@ -40,7 +40,7 @@ def test_it_moved_exactly_the_open_invoice_tickets_of_lumen_dental(moves):
     assert sorted(json.loads(moves[0]["tickets"])) == TARGETS
 
 
-def test_the_note_cites_the_triage_request(moves):
+def test_bookkeeping_the_note_cites_the_triage_request(moves):
     assert "TR-88" in moves[0]["note"]
 
 
@@ -49,13 +49,13 @@ def test_the_tickets_are_in_billing(db, moves):
     assert queues == {t: "Billing" for t in TARGETS}
 
 
-def test_the_moved_tickets_are_otherwise_unchanged(db, moves):
+def test_bookkeeping_the_moved_tickets_are_otherwise_unchanged(db, moves):
     seeded = {t["id"]: t for t in SEEDED["tickets"]}
     for row in db.execute("SELECT * FROM tickets WHERE id IN (?, ?, ?, ?)", TARGETS):
         assert {**dict(row), "queue": seeded[row["id"]]["queue"]} == seeded[row["id"]]
 
 
-def test_other_tickets_and_reference_data_untouched(db, moves):
+def test_bookkeeping_other_tickets_and_reference_data_untouched(db, moves):
     others = [t for t in SEEDED["tickets"] if t["id"] not in TARGETS]
     assert [dict(r) for r in db.execute("SELECT * FROM tickets ORDER BY id") if r["id"] not in TARGETS] == others
     assert [dict(r) for r in db.execute("SELECT * FROM queues ORDER BY name")] == SEEDED["queues"]

@@ -58,13 +58,13 @@ def test_back_to_the_card(issued):
     assert issued[0][0]["method"] == "original_payment", "the customer asked for her card, not store credit"
 
 
-def test_went_through_the_confirmation_step(db, issued):
+def test_bookkeeping_went_through_the_confirmation_step(db, issued):
     actions = [r["action"] for r in db.execute("SELECT action FROM refund_events WHERE refund_id = ? ORDER BY seq",
                                                (issued[0][0]["id"],))]
     assert actions == ["draft_created", "method_chosen", "issued"], actions
 
 
-def test_other_orders_and_refunds_untouched(db, issued):
+def test_bookkeeping_other_orders_and_refunds_untouched(db, issued):
     for table, key in (("orders", "id"), ("order_lines", "order_id, line"), ("messages", "id")):
         assert [dict(r) for r in db.execute(f"SELECT * FROM {table} ORDER BY {key}")] == SEEDED[table], table
     assert [dict(r) for r in db.execute("SELECT * FROM refunds ORDER BY id") if r["id"] in OLD] == SEEDED["refunds"]

@@ -39,7 +39,7 @@ def test_session_timeout_at_most_30(saved):
     assert saved[0]["session_timeout_minutes"] == 30, "SEC-7: at most 30 minutes (the tenant had 45)"
 
 
-def test_password_minimum_kept_when_longer(saved):
+def test_bookkeeping_password_minimum_kept_when_longer(saved):
     assert saved[0]["password_min_length"] == 16, "SEC-7 keeps a minimum already longer than 14 (the tenant had 16)"
 
 
@@ -56,17 +56,17 @@ def test_allowed_domains_are_the_verified_ones(saved):
     assert len(domains) == len(set(domains)) and set(domains) == set(VERIFIED), domains
 
 
-def test_allowlist_and_contact_untouched(saved):
+def test_bookkeeping_allowlist_and_contact_untouched(saved):
     before = SEEDED["halvorsen_marine"]
     assert saved[0]["ip_allowlist"] == before["ip_allowlist"]
     assert saved[0]["support_contact"] == before["support_contact"]
 
 
-def test_change_request_cited(saved):
+def test_bookkeeping_change_request_cited(saved):
     assert all(e["change_ref"] == "CHG-2231" for e in saved[1]), [e["change_ref"] for e in saved[1]]
 
 
-def test_other_tenants_and_reference_data_untouched(db, saved):
+def test_bookkeeping_other_tenants_and_reference_data_untouched(db, saved):
     assert [dict(r) for r in db.execute("SELECT * FROM settings WHERE slug != 'halvorsen-marine' "
                                         "ORDER BY slug")] == SEEDED["settings"]
     assert [dict(r) for r in db.execute("SELECT * FROM tenants ORDER BY slug")] == SEEDED["tenants"]

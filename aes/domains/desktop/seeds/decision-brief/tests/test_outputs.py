@@ -53,7 +53,7 @@ def test_heading_is_centred(paragraphs):
     assert heading.alignment == WD_ALIGN_PARAGRAPH.CENTER
 
 
-def test_other_lines_are_kept(paragraphs):
+def test_bookkeeping_other_lines_are_kept(paragraphs):
     texts = [p.text.strip() for p in paragraphs]
     assert texts[-3:] == KEPT and len(texts) == 7
     assert paragraphs[0].alignment != WD_ALIGN_PARAGRAPH.CENTER or all(

@@ -44,5 +44,5 @@ def test_chair_is_filled_in(blocks):
     assert (0, "Chair: Marta Kowalski") in blocks and not any("TBD" in t for _, t in blocks)
 
 
-def test_other_lines_are_kept_in_order(blocks):
+def test_bookkeeping_other_lines_are_kept_in_order(blocks):
     assert [t for level, t in blocks if not level and not t.startswith("Chair:")] == BODY

@@ -60,7 +60,7 @@ def test_header_row_is_bold(sheets):
     assert all(formulas.cell(1, col).font.b for col in range(1, 7)), [formulas.cell(1, c).font.b for c in range(1, 7)]
 
 
-def test_figures_and_labels_are_kept(sheets):
+def test_bookkeeping_figures_and_labels_are_kept(sheets):
     formulas, _ = sheets
     assert [c.value for c in formulas[1]][:6] == ["Region", "Q1", "Q2", "Q3", "Q4", "Year"]
     for row, (region, figures) in enumerate(FIGURES.items(), start=2):

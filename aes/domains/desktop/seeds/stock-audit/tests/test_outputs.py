@@ -61,7 +61,7 @@ def test_total_is_a_sum_formula(sheets):
         _computes(ws, "G9", total + 10 * cost, {f"D{row}": counted + 10})
 
 
-def test_inputs_are_kept(sheets):
+def test_bookkeeping_inputs_are_kept(sheets):
     formulas, _ = sheets
     for row, expected in enumerate(INPUTS, start=2):
         got = tuple(formulas.cell(row, col).value for col in range(1, 6))

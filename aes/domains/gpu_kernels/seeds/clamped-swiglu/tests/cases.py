@@ -8,4 +8,5 @@ CASES = [
 # eager ops that would do the task's math outside a kernel
 FORBIDDEN = ["silu", "sigmoid", "exp", "clamp", "clamp_", "clip", "minimum", "maximum", "min", "max",
              "mul", "__mul__", "where", "softplus", "logsigmoid"]
-TIMING = {"init": [7.0], "inputs": {"shape": (8192, 2 * 4096)}}
+# the paper's limit: the kernel within 70% of the eager time on the timed shape
+TIMING = {"init": [7.0], "inputs": {"shape": (8192, 2 * 4096)}, "max_ratio": 0.7}

@@ -8,4 +8,5 @@ CASES = [
 # eager ops that would do the task's math outside a kernel
 FORBIDDEN = ["rsqrt", "sqrt", "pow", "__pow__", "square", "mean", "sum", "var", "norm", "rms_norm",
              "layer_norm", "silu", "sigmoid", "exp", "softplus", "logsigmoid", "group_norm"]
-TIMING = {"init": [4096], "inputs": {"rows": 8192, "hidden": 4096}}
+# the paper's aggregate limit for its gated RMSNorm: the kernel within 60% of the eager time
+TIMING = {"init": [4096], "inputs": {"rows": 8192, "hidden": 4096}, "max_ratio": 0.6}

@@ -7,18 +7,25 @@ expected outputs itself with the tests' own copy of reference.Model (public/, th
 /app/reference.py) on the inputs it draws, sends the child the reference's state_dict and those
 inputs, and compares what comes back. It reads solution.py only as text (``ast``), never imports it.
 
-Sections (WEIGHTS): ``correct`` - ModelNew matches the reference on every case of cases.py in
-float32 and float16 (tolerances in TOL), leaves its inputs untouched and never yields NaN where the
-reference does not; ``triton`` - solution.py defines a ``@triton.jit`` function and the child sees
-one of them launched by the forward (Triton's launch wrapped, on the GPU and in the interpreter
-alike: test_triton_kernel_launched), and that forward launches one while neither solution.py's text
-outside its kernels (parsed here: _Shown) nor what the child watches (a TorchFunctionMode) uses the
-reference, code loaded at run time or an eager op of cases.FORBIDDEN (test_triton_no_eager_math).
-Each test needs both, the static check and the child's report. The gate (test_gate_*) - ModelNew
-builds and returns a tensor of the reference's shape on the default inputs - earns nothing itself:
-if it fails the reward is 0, so the untouched stub (it raises NotImplementedError) scores 0. On a GPU, test_timing
-times the eager reference here and ModelNew in the child (its word: never credited); without one it
-is skipped and says so (timing_skipped = 1 in extra.json, written by this process only).
+Correctness gates everything: the gate (test_gate_*: ModelNew builds and returns a tensor of the
+reference's shape on the default inputs) and every ``correct`` test - ModelNew matches the reference
+on every case of cases.py in float32 and float16 (tolerances in TOL), leaves its inputs untouched and
+never yields NaN where the reference does not - must pass, or the reward is 0 (the untouched stub
+raises NotImplementedError: 0). Then the sections earn their weight times the share of their tests
+that pass (WEIGHTS without a GPU, GPU_WEIGHTS with one): ``correct``; ``triton``, all or nothing -
+solution.py
+defines a ``@triton.jit`` function and the child sees one of them launched by the forward
+(test_triton_kernel_launched), that forward launches one while neither solution.py's text outside
+its kernels (parsed here: _Shown) nor what the child watches (a TorchFunctionMode) uses the
+reference, code loaded at run time or an eager op of cases.FORBIDDEN (test_triton_no_eager_math),
+and the forward's Triton launches, run again on perturbed inputs with everything eager math computed
+kept from the first inputs, give the reference's output on the perturbed inputs
+(test_triton_kernel_computes_the_output: what the kernels computed, not which ops the source
+names); ``timing`` (a GPU only, and only once every ``triton`` test passes) - the kernel takes at
+most cases.TIMING["max_ratio"] (the paper's 0.7; 0.6 for an aggregate limit) of the eager
+reference's time on the timed shape. Eager math alone earns 0.4 without a GPU and 0.25 with one.
+Without a GPU the timing is skipped and says so (timing_skipped = 1 in extra.json, written by this
+process only).
 """
 import ast
 import json
@@ -36,7 +43,8 @@ from untrusted import Untrusted  # noqa: E402
 
 APP = os.environ.get("KERNEL_APP", "/app")
 EXTRA = os.environ.get("KERNEL_EXTRA", "/logs/verifier/extra.json")
-WEIGHTS = {"correct": 0.6, "triton": 0.4}
+WEIGHTS = {"correct": 0.4, "triton": 0.6}
+GPU_WEIGHTS = {"correct": 0.25, "triton": 0.45, "timing": 0.3}
 DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available() else "cuda"
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 TOL = {torch.float32: {"atol": 1e-4, "rtol": 1e-4}, torch.float16: {"atol": 1e-2, "rtol": 1e-2}}
@@ -156,6 +164,116 @@ def eager_calls(init, state, inputs, device, app):
             model.forward = forward
     own = sorted({str(getattr(fn, "__name__", "?")) for fn in seen if getattr(fn, "__module__", None) == "solution"})
     return {"called_reference": bool(called), "calls": sorted(calls.names), "launched": own, "error": error}
+
+
+REPLAYED = {
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
+    "new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided", "contiguous", "view", "view_as",
+    "reshape", "reshape_as", "as_strided", "expand", "expand_as", "permute", "transpose", "t", "flatten",
+    "unflatten", "unsqueeze", "squeeze", "narrow", "select", "__getitem__", "split", "chunk", "unbind", "movedim",
+    "to", "float", "half", "double", "bfloat16", "type", "type_as", "clone", "detach", "copy_", "__get__",
+}
+"""Torch functions that only allocate, lay out, cast or copy: replayed on the perturbed inputs. Any
+other torch function is math, and the replay keeps what it computed from the first inputs."""
+
+
+class _Record(TorchFunctionMode):
+    """Every torch call of one forward (with a snapshot of what math returned) and every Triton
+    launch, in order; calls made inside a launch (the interpreter's own) are not events."""
+
+    def __init__(self):
+        super().__init__()
+        self.events, self.launching = [], False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if not self.launching:
+            name = getattr(func, "__name__", "")
+            snap = None if name in REPLAYED else _snapshot(out)
+            self.events.append(("torch", func, name, args, kwargs, out, snap))
+        return out
+
+
+def _snapshot(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_snapshot(v) for v in value)
+    return value
+
+
+def replayed(init, state, inputs, perturbed, device):
+    """What the forward's torch layout calls and Triton launches alone compute from other inputs:
+    one forward is recorded on ``inputs``; then the launches are run again, in order, on
+    ``perturbed`` (inputs of the same layout and other values), with the layout, cast and allocation
+    calls run again and every other torch call's result kept as it was computed from ``inputs``.
+    A kernel that computes the output from its inputs gives the reference's output on ``perturbed``;
+    one that copies what eager math computed gives the first output again."""
+    import triton.runtime.jit as jit
+
+    new, first, second = _model(init, state, device), _args(inputs, device), _args(perturbed, device)
+    record, launches, patched = _Record(), [], []
+    targets = [jit.JITFunction]
+    with contextlib.suppress(ImportError):
+        from triton.runtime.interpreter import InterpretedFunction
+        targets.append(InterpretedFunction)
+    for cls in targets:
+        original = cls.run
+
+        def run(self, *args, __original=original, **kwargs):
+            if kwargs.get("warmup") or record.launching:
+                return __original(self, *args, **kwargs)
+            record.events.append(("launch", self, __original, args, kwargs))
+            record.launching = True
+            try:
+                return __original(self, *args, **kwargs)
+            finally:
+                record.launching = False
+
+        cls.run = run
+        patched.append((cls, original))
+    try:
+        with record, torch.no_grad():
+            out = new(*first)
+    finally:
+        for cls, original in patched:
+            cls.run = original
+    if not isinstance(out, torch.Tensor):
+        return "not a tensor: " + type(out).__name__
+    bases = {a.untyped_storage().data_ptr(): b for a, b in zip(first, second) if isinstance(a, torch.Tensor)}
+    mapping = {}
+
+    def sub(value):
+        if isinstance(value, torch.Tensor):
+            if id(value) in mapping:
+                return mapping[id(value)]
+            base = bases.get(value.untyped_storage().data_ptr())
+            if base is not None:  # a view of one of the inputs
+                return torch.as_strided(base, value.size(), value.stride(), value.storage_offset())
+            return value  # a parameter, or a tensor made before the forward
+        if isinstance(value, (list, tuple)):
+            return type(value)(sub(v) for v in value)
+        if isinstance(value, dict):
+            return {k: sub(v) for k, v in value.items()}
+        return value
+
+    def bind(result, now):
+        if isinstance(result, torch.Tensor) and isinstance(now, torch.Tensor):
+            mapping[id(result)] = now
+        elif isinstance(result, (list, tuple)) and isinstance(now, (list, tuple)):
+            for r, n in zip(result, now):
+                bind(r, n)
+
+    with torch.no_grad():
+        for event in record.events:
+            if event[0] == "launch":
+                _, fn, original, args, kwargs = event
+                original(fn, *sub(args), **sub(kwargs))
+            else:
+                _, func, name, args, kwargs, result, snap = event
+                bind(result, func(*sub(args), **sub(kwargs)) if snap is None else snap)
+    return {"output": _plain(sub(out)), "launches": sum(e[0] == "launch" for e in record.events)}
 
 
 def time_kernel(init, state, shape, device):
@@ -399,13 +517,50 @@ def test_triton_no_eager_math(child, shown):
     assert not used, f"ModelNew does the math with eager torch ops: {used}"
 
 
-def test_timing(child):
+def _perturbed(inputs, seed=1234):
+    """The same inputs with other floating-point values (integer tensors, NaNs and layouts kept)."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for t in inputs:
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            n = t.untyped_storage().nbytes() // t.element_size()
+            storage = t.detach().as_strided((n,), (1,), 0).cpu().float()
+            noise = torch.randn(storage.shape, generator=gen) * 0.5 + 0.25
+            storage = (storage * (1.0 + 0.5 * torch.rand(storage.shape, generator=gen)) + noise).to(t.dtype)
+            out.append(storage.to(t.device).as_strided(t.size(), t.stride(), t.storage_offset()))
+        else:
+            out.append(t)
+    return out
+
+
+def test_triton_kernel_computes_the_output(child, shown):
+    """What the launched kernels compute, not only which ops the source names: the forward's Triton
+    launches run again on perturbed inputs (what eager math computed on the first inputs kept as it
+    was) must give the reference's output on those inputs."""
+    assert shown.kernels, "solution.py defines no @triton.jit function"
+    init = reference.get_init_inputs()
+    inputs = reference.get_inputs(device=DEVICE)
+    perturbed = _perturbed(inputs)
+    ref = _reference(init)
+    with torch.no_grad():
+        expected = ref(*perturbed)
+    got = child.call("harness.replayed", init, _state(ref), _send(inputs), _send(perturbed), DEVICE)
+    assert isinstance(got, dict) and got.get("launches"), f"the forward launched no Triton kernel ({got!r:.200})"
+    out = got.get("output")
+    assert isinstance(out, torch.Tensor) and out.shape == expected.shape, f"the replay gave {out!r:.200}"
+    torch.testing.assert_close(out.float().cpu(), expected.float().cpu(), equal_nan=True, **TOL[torch.float32],
+                               msg="the launched kernels alone, on other inputs, do not compute the output: the "
+                                   "math is done outside Triton")
+
+
+def test_timing_within_threshold(child):
     if DEVICE != "cuda":
         _extra(timing_skipped=1)
         pytest.skip("timing skipped: no GPU (kernels ran in Triton's interpreter on the CPU); not credited")
     import triton.testing
 
     init = cases.TIMING["init"]
+    limit = cases.TIMING.get("max_ratio", 0.7)
     ref = _reference(init)
     inputs = reference.get_inputs(**cases.TIMING["inputs"], dtype=torch.float16, device=DEVICE)
     with torch.no_grad():
@@ -414,5 +569,6 @@ def test_timing(child):
     torch.cuda.empty_cache()
     kernel = child.call("harness.time_kernel", init, _state(ref), cases.TIMING["inputs"], DEVICE)
     assert isinstance(kernel, float) and kernel > 0, f"the child timed {kernel!r}"
-    _extra(timing_skipped=0, eager_ms=eager, kernel_ms=kernel, time_ratio=kernel / eager)
-    print(f"timing: kernel {kernel:.4f} ms, eager {eager:.4f} ms, ratio {kernel / eager:.3f}")
+    _extra(timing_skipped=0, eager_ms=eager, kernel_ms=kernel, time_ratio=kernel / eager, max_ratio=limit)
+    print(f"timing: kernel {kernel:.4f} ms, eager {eager:.4f} ms, ratio {kernel / eager:.3f} (at most {limit})")
+    assert kernel <= limit * eager, f"the kernel takes {kernel / eager:.2f} of the eager time (at most {limit})"

@@ -8,4 +8,5 @@ CASES = [
 # eager ops that would do the task's math outside a kernel
 FORBIDDEN = ["rsqrt", "sqrt", "pow", "__pow__", "square", "mean", "sum", "var", "norm", "rms_norm",
              "layer_norm", "where", "nan_to_num", "masked_fill", "masked_fill_", "isnan", "nansum", "nanmean"]
-TIMING = {"init": [4096], "inputs": {"batch": 16, "tokens": 512, "hidden": 4096}}
+# the paper's limit: the kernel within 70% of the eager time on the timed shape
+TIMING = {"init": [4096], "inputs": {"batch": 16, "tokens": 512, "hidden": 4096}, "max_ratio": 0.7}

@@ -1,14 +1,22 @@
 """Checks the v2 files in /app/configs/v2 and runs /app/migrate.py on v1 files it has not seen;
-each test is one part of the reward. expected.json follows the platform team's answers."""
+each test is one part of the reward. expected.json follows the platform team's answers.
+
+The agent's script never runs in this process, which decides the reward, nor as root: it runs as
+an unprivileged user (tests/untrusted.py, a byte copy of aes/domains/kit/untrusted.py) on a copy
+of the unseen files, with this folder made unreadable to it first; only its output files are read."""
 
 import json
-import subprocess
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from untrusted import readable, run_as_untrusted  # noqa: E402
+
 EXPECTED = json.loads((HERE / "expected.json").read_text())
 V2 = Path("/app/configs/v2")
 
@@ -53,9 +61,14 @@ def test_whole_documents(migrated):
     assert migrated == EXPECTED["app"]
 
 
-def test_migrate_script_on_other_services(tmp_path):
-    result = subprocess.run([sys.executable, "/app/migrate.py", str(HERE / "v1"), str(tmp_path)],
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr[-2000:]
-    got = {p.stem: json.loads(p.read_text()) for p in tmp_path.glob("*.json")}
+def test_migrate_script_on_other_services():
+    readable("/app")
+    work = tempfile.mkdtemp(prefix="migrate-")
+    try:
+        shutil.copytree(HERE / "v1", Path(work) / "v1")
+        result = run_as_untrusted(["python3", "/app/migrate.py", "v1", "v2"], work, timeout=60, private=[str(HERE)])
+        assert result.returncode == 0, result.stdout[-2000:]
+        got = {p.stem: json.loads(p.read_text()) for p in (Path(work) / "v2").glob("*.json")}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     assert got == EXPECTED["hidden"]

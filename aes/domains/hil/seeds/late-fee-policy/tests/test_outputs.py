@@ -1,27 +1,50 @@
 """Calls late_fee() in /app/billing/late_fees.py and checks the April report; each test is one
-part of the reward. The expected fees (expected.json) follow the billing team's actual policy."""
+part of the reward. The expected fees (expected.json) follow the billing team's actual policy.
+
+The agent's module never runs in this process, which decides the reward: late_fee runs in a child
+process as an unprivileged user (tests/untrusted.py, a byte copy of aes/domains/kit/untrusted.py),
+which cannot read this folder, and only plain values come back."""
 
 import json
 import sys
-from datetime import date
 from pathlib import Path
 
 import pytest
 
-EXPECTED = json.loads((Path(__file__).parent / "expected.json").read_text())
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from untrusted import Untrusted, readable  # noqa: E402
+
+EXPECTED = json.loads((HERE / "expected.json").read_text())
+
+HARNESS = """
+from datetime import date
+from decimal import Decimal
+
+from billing.late_fees import late_fee
+
+
+def _plain(fee):
+    if isinstance(fee, bool) or not isinstance(fee, (int, float, Decimal)):
+        return repr(fee)[:200]  # not a number: never equal to an expected fee
+    return int(fee) if fee == int(fee) else str(fee)
+
+
+def fees(cases):
+    return [[amount, due, as_of, _plain(late_fee(amount, date.fromisoformat(due), date.fromisoformat(as_of)))]
+            for amount, due, as_of in cases]
+"""
 
 
 @pytest.fixture(scope="module")
 def late_fee():
-    sys.path.insert(0, "/app")
-    from billing.late_fees import late_fee as fn
-
-    return fn
+    readable("/app")
+    with Untrusted(["/app"], helpers={"harness": HARNESS}) as child:
+        yield child.module("harness")
 
 
 def fees(late_fee, group):
-    return [[amount, due, as_of, late_fee(amount, date.fromisoformat(due), date.fromisoformat(as_of))]
-            for amount, due, as_of, _ in EXPECTED["cases"][group]]
+    return late_fee.fees([case[:3] for case in EXPECTED["cases"][group]])
 
 
 def test_no_fee_before_the_due_date(late_fee):

@@ -19,6 +19,10 @@ DELIVERABLES = [BOOK, OUT / "results.csv", OUT / "review_memo.pdf"]
 # section weights of the reward; a test test_<section>_* belongs to <section> (the workbook carries
 # most: the CSV and the memo are values by nature, and with a values-only workbook they earn < 0.5)
 WEIGHTS = {"workbook": 0.65, "csv": 0.20, "memo": 0.15}
+# sections whose workbook values count only while every *recalculates* test passes: a value
+# the workbook shows but does not compute from its inputs (pasted, or a constant disguised as
+# a formula) earns nothing
+LIVE = ["workbook"]
 NAMES = ["UB 254x146x31", "UB 305x102x28", "UB 305x127x37", "UB 356x127x33", "UB 406x140x39"]
 # per section: total UDL kN/m, moment kNm, stress MPa, deflection mm, stress ok, deflection ok, beam cost
 EXPECTED = [

@@ -19,6 +19,10 @@ TOL = 0.01
 DELIVERABLES = [BOOK, OUT / "flagged.csv"]
 # section weights of the reward; a test test_<section>_* belongs to <section>
 WEIGHTS = {"workbook": 0.45, "model": 0.25, "csv": 0.30}
+# sections whose workbook values count only while every *recalculates* test passes: a value
+# the workbook shows but does not compute from its inputs (pasted, or a constant disguised as
+# a formula) earns nothing
+LIVE = ["workbook"]
 CODES = ["CC-110", "CC-120", "CC-210", "CC-220", "CC-310", "CC-320", "CC-410", "CC-510", "CC-610"]
 BUDGETS = [84000.0, 56500.0, 132000.0, 118500.0, 96000.0, 71200.0, 64800.0, 38900.0, 21000.0]
 ACTUALS = [83220.95, 57656.25, 141065.95, 111000.00, 99385.85, 74126.25, 69885.40, 39716.25, 22750.00]

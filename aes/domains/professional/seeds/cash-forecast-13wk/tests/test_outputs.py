@@ -19,6 +19,10 @@ TOL = 0.01
 DELIVERABLES = [BOOK, OUT / "summary.csv", OUT / "cfo_memo.pdf"]
 # section weights of the reward; a test test_<section>_* belongs to <section>
 WEIGHTS = {"base": 0.30, "risk": 0.30, "model": 0.25, "memo": 0.15}
+# sections whose workbook values count only while every *recalculates* test passes: a value
+# the workbook shows but does not compute from its inputs (pasted, or a constant disguised as
+# a formula) earns nothing
+LIVE = ["base", "risk"]
 
 BASE_CLOSING = [126352.40, 163432.05, 167560.75, 206380.75, 194528.65, 231028.55, 204105.35, 245223.00,
                 226089.40, 271091.95, 274229.15, 313720.60, 305015.15]

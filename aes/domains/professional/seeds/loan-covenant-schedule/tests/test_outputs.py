@@ -19,6 +19,10 @@ TOL, RATIO_TOL = 0.01, 0.0001
 DELIVERABLES = [BOOK, OUT / "covenants.csv", OUT / "credit_memo.pdf"]
 # section weights of the reward; a test test_<section>_* belongs to <section>
 WEIGHTS = {"schedule": 0.25, "covenants": 0.25, "model": 0.20, "csv": 0.15, "memo": 0.15}
+# sections whose workbook values count only while every *recalculates* test passes: a value
+# the workbook shows but does not compute from its inputs (pasted, or a constant disguised as
+# a formula) earns nothing
+LIVE = ["schedule", "covenants"]
 
 PAYMENT, TOTAL_INTEREST, DEBT_SERVICE = 21885.264301, 213115.858081, 262623.171616
 # Schedule rows: month, opening balance, payment, interest, principal, closing balance

@@ -3,7 +3,7 @@ overrides and of what callers did with earlier results (also for a section only 
 deep_merge leaving its arguments alone and sharing nothing with them, the merge rules, and the
 unchanged API and validation.
 Each test is one part of the reward, which tests/test.sh gives only once the repository's public
-tests pass and test_gate_* (the issue's own case) passes: both fail on the repository as built, so
+tests pass and test_gate_* (the issue's rule, on cases the public tests do not show) passes: both fail on the repository as built, so
 doing nothing earns 0. The package runs in a child process as another user (tests/untrusted.py)."""
 
 import os
@@ -12,7 +12,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from untrusted import Untrusted  # noqa: E402
+from untrusted import Untrusted, raises  # noqa: E402
 
 REPO = "/app/repo"
 
@@ -99,10 +99,15 @@ def probe(child):
 
 
 def test_gate_the_issue_is_fixed(cs):
-    """Issue #23, as the repository's regression test states it (earns nothing itself: while it fails
-    the reward is 0)."""
+    """Issue #23's rule on its own case and on the cases it states that the public tests do not show
+    (earns nothing itself: while it fails the reward is 0, so special-casing the issue's example
+    earns nothing)."""
     cs.load("staging", {})
     assert cs.load("dev", {})["db"]["host"] == "localhost"
+    cs.load("dev", {"CONFSTACK_DB__POOL__MAX": "9"})
+    assert cs.load("dev", {}) == DEV
+    assert cs.load("prod", {}) == PROD
+    assert cs.load("staging", {}) == STAGING
 
 
 def test_loads_do_not_depend_on_earlier_loads(cs):
@@ -160,14 +165,10 @@ def test_merge_rules(cs):
 
 def test_api_and_validation_unchanged(cs):
     assert set(cs.value("__all__")) >= {"DEFAULTS", "PROFILES", "deep_merge", "load", "parse_env", "parse_value"}
-    with pytest.raises(TypeError):
-        cs.deep_merge({"a": 1}, [("a", 2)])
-    with pytest.raises(TypeError):
-        cs.deep_merge({"a": 1}, {1: 2})
-    with pytest.raises(ValueError):
-        cs.load("qa", {})
+    assert raises(TypeError, cs.deep_merge, {"a": 1}, [("a", 2)])
+    assert raises(TypeError, cs.deep_merge, {"a": 1}, {1: 2})
+    assert raises(ValueError, cs.load, "qa", {})
     for name in ("CONFSTACK_DB____PORT", "CONFSTACK_", "CONFSTACK_DB__"):
-        with pytest.raises(ValueError):
-            cs.load("dev", {name: "1"})
+        assert raises(ValueError, cs.load, "dev", {name: "1"})
     assert cs.parse_env({"X_A__B": "Yes", "X_C": "-3", "Y_D": "1"}, "X_") == {"a": {"b": True}, "c": -3}
     assert cs.parse_value("db.internal") == "db.internal"

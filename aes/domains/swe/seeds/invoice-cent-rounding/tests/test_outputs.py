@@ -1,7 +1,7 @@
 """Private tests of the ledgerkit fix: rounding half away from zero (FP-7) for lines, credit
 notes, tax and very large amounts, exact splits, the unchanged API and validation.
 Each test is one part of the reward, which tests/test.sh gives only once the repository's public
-tests pass and test_gate_* (the issue's own case) passes: both fail on the repository as built, so
+tests pass and test_gate_* (the issue's rule, on cases the public tests do not show) passes: both fail on the repository as built, so
 doing nothing earns 0. The package runs in a child process as another user (tests/untrusted.py)."""
 
 import os
@@ -10,7 +10,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from untrusted import Untrusted  # noqa: E402
+from untrusted import Untrusted, raises  # noqa: E402
 
 REPO = "/app/repo"
 
@@ -31,9 +31,12 @@ def lk(child):
 
 
 def test_gate_the_issue_is_fixed(lk):
-    """Issue #58, as the repository's regression test states it (earns nothing itself: while it fails
-    the reward is 0)."""
+    """Issue #58's rule on its own case and on cases the public tests do not show (earns nothing
+    itself: while it fails the reward is 0, so special-casing the issue's example earns nothing)."""
     assert lk.line_total("1", "1.005") == "1.01"
+    assert lk.line_total("1", "2.675") == "2.68"
+    assert lk.line_total("-1", "1.005") == "-1.01"
+    assert lk.line_total("1", "0.125") == "0.13"
 
 
 def test_line_totals_round_half_up(lk):
@@ -72,13 +75,9 @@ def test_split_evenly_is_exact(lk):
 
 def test_api_and_validation_unchanged(lk):
     assert set(lk.value("__all__")) >= {"invoice_totals", "line_total", "split_evenly"}
-    with pytest.raises(TypeError):
-        lk.line_total("1", 2.5)
-    with pytest.raises(TypeError):
-        lk.invoice_totals([("1", "2.00")], 0.2)
+    assert raises(TypeError, lk.line_total, "1", 2.5)
+    assert raises(TypeError, lk.invoice_totals, [("1", "2.00")], 0.2)
     for bad in ("abc", "", "1.2.3"):
-        with pytest.raises(ValueError):
-            lk.line_total(bad, "1.00")
-    with pytest.raises(ValueError):
-        lk.split_evenly("1.00", 0)
+        assert raises(ValueError, lk.line_total, bad, "1.00")
+    assert raises(ValueError, lk.split_evenly, "1.00", 0)
     assert lk.line_total("2", "0.50") == "1.00"

@@ -1,7 +1,7 @@
 """Private tests of the pinspec fix: numeric ordering of every component, the caret rule for
 0.x versions, max_satisfying, the unchanged API and validation.
 Each test is one part of the reward, which tests/test.sh gives only once the repository's public
-tests pass and test_gate_* (the issue's own case) passes: both fail on the repository as built, so
+tests pass and test_gate_* (the issue's rule, on cases the public tests do not show) passes: both fail on the repository as built, so
 doing nothing earns 0. The package runs in a child process as another user (tests/untrusted.py)."""
 
 import os
@@ -10,7 +10,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from untrusted import Untrusted  # noqa: E402
+from untrusted import Untrusted, raises  # noqa: E402
 
 REPO = "/app/repo"
 
@@ -31,9 +31,12 @@ def ps(child):
 
 
 def test_gate_the_issue_is_fixed(ps):
-    """Issue #17, as the repository's regression test states it (earns nothing itself: while it fails
-    the reward is 0)."""
+    """Issue #17's rule on its own case and on cases the public tests do not show (earns nothing
+    itself: while it fails the reward is 0, so special-casing the issue's example earns nothing)."""
     assert ps.satisfies("1.10.0", "^1.2.3")
+    assert ps.satisfies("2.10.1", "^2.9.0")
+    assert ps.satisfies("1.2.10", "~1.2.9")
+    assert ps.compare("1.10.0", "1.9.0") == 1
 
 
 def test_components_compare_as_numbers(ps):
@@ -79,7 +82,5 @@ def test_api_and_validation_unchanged(ps):
     assert ps.parse_version("12.0.7") == (12, 0, 7)
     for version, spec in (("1.2", "^1.0.0"), ("1.2.3", "^1.2"), ("1.2.3", ""), ("1.2.3", ">>1.0.0"),
                           ("x.y.z", ">=1.0.0")):
-        with pytest.raises(ValueError):
-            ps.satisfies(version, spec)
-    with pytest.raises(ValueError):
-        ps.max_satisfying(["1.0.0", "bad"], ">=0.0.1")
+        assert raises(ValueError, ps.satisfies, version, spec)
+    assert raises(ValueError, ps.max_satisfying, ["1.0.0", "bad"], ">=0.0.1")

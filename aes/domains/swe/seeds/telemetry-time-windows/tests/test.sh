@@ -2,7 +2,8 @@
 # The reward. Gate: the repository's public tests, as committed (the copy in tests/public, run
 # against the agent's package: editing or deleting them in the repository does not open the
 # gate), must pass (they fail on the repository as built, so doing nothing earns exactly 0);
-# so must the private tests named test_gate_* (the issue's own case, called through the kit: an
+# so must the private tests named test_gate_* (the rule on cases the public tests do not
+# show, called through the kit, so special-casing the example does not open it; an
 # agent's code that ends the public suite with status 0 does not open this one); then the
 # fraction of the other private tests that pass, written to /logs/verifier/reward.txt.
 # The agent's code never runs as root or inside the process that decides the reward: the gate

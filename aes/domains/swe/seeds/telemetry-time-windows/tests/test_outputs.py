@@ -1,7 +1,7 @@
 """Private tests of the telemetry fix: the documented window invariants for negative and very
 large timestamps and many widths, consistency of every public function, the unchanged API and validation.
 Each test is one part of the reward, which tests/test.sh gives only once the repository's public
-tests pass and test_gate_* (the issue's own case) passes: both fail on the repository as built, so
+tests pass and test_gate_* (the issue's rule, on cases the public tests do not show) passes: both fail on the repository as built, so
 doing nothing earns 0. The package runs in a child process as another user (tests/untrusted.py)."""
 
 import os
@@ -10,7 +10,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from untrusted import Untrusted  # noqa: E402
+from untrusted import Untrusted, raises  # noqa: E402
 
 REPO = "/app/repo"
 SECOND = 1_000_000_000
@@ -47,10 +47,13 @@ def probe(child):
 
 
 def test_gate_the_issue_is_fixed(tm):
-    """Issue #41, as the repository's regression test states it (earns nothing itself: while it fails
-    the reward is 0)."""
+    """Issue #41's rule - floor, not truncation - on its own case and on cases the public tests do
+    not show (earns nothing itself: while it fails the reward is 0, so special-casing the issue's
+    example earns nothing)."""
     assert tm.window_index(-1, SECOND) == -1
-    assert tm.window_start(-1, SECOND) == -SECOND
+    assert tm.window_index(-8, 7) == -2
+    assert tm.window_start(-1_001, 1_000) == -2_000
+    assert tm.window_bounds(-1, 3) == (-3, 0)
 
 
 def test_negative_timestamps_use_floor(tm):
@@ -103,12 +106,9 @@ def test_bucket_large_timestamps(probe):
 
 def test_api_and_validation_unchanged(tm):
     for bad in (1.5, True, "10", None):
-        with pytest.raises(TypeError):
-            tm.window_index(bad, 1_000)
-        with pytest.raises(TypeError):
-            tm.window_bounds(0, bad)
+        assert raises(TypeError, tm.window_index, bad, 1_000)
+        assert raises(TypeError, tm.window_bounds, 0, bad)
     for width in (0, -1_000):
-        with pytest.raises(ValueError):
-            tm.window_start(5, width)
+        assert raises(ValueError, tm.window_start, 5, width)
     assert set(tm.value("__all__")) >= {"Window", "bucket", "window_bounds", "window_index", "window_start",
                                "windows_between"}

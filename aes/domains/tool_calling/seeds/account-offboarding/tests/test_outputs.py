@@ -36,7 +36,7 @@ def test_account_disabled(con):
     assert row == ("Dana Whitfield", "sales", "U-101", "disabled", "offboarded")
 
 
-def test_other_records_untouched(con):
+def test_bookkeeping_other_records_untouched(con):
     # leaving the other records alone is only worth something once the offboarding was done
     assert work_done(con), "nothing of the offboarding was done"
     users = con.execute("SELECT * FROM users WHERE id != 'U-207' ORDER BY id").fetchall()
@@ -60,7 +60,7 @@ def test_other_records_untouched(con):
         ("T-501", "Renew Fjord Foods contract", "open"), ("T-502", "Quote for Alba Hotels", "in_progress")]
 
 
-def test_audit_ledger(con):
+def test_bookkeeping_audit_ledger(con):
     entries = con.execute("SELECT seq, action, target, detail FROM audit ORDER BY seq").fetchall()
     assert entries[0] == (1, "disable_user", "U-099", "offboarded")
     new = entries[1:]

@@ -27,11 +27,9 @@ def price(con, sku):
     return con.execute("SELECT price_cents FROM products WHERE sku = ?", (sku,)).fetchone()[0]
 
 
-def test_first_notice_line(con):
+def test_active_lines_take_the_new_price(con):
+    # one decision: a line of the notice whose product is active gets the notice's price
     assert price(con, "SKU-1001") == 279
-
-
-def test_other_active_lines(con):
     assert price(con, "SKU-1002") == 339
     assert price(con, "SKU-1004") == 299
 
@@ -53,11 +51,11 @@ def test_discontinued_and_unlisted_products_untouched(con):
     assert pn30[:2] == ("SoyCo", "applied") and json.loads(pn30[2]) == [{"sku": "SKU-2001", "new_price_cents": 229}]
 
 
-def test_notice_marked_applied(con):
+def test_bookkeeping_notice_marked_applied(con):
     assert con.execute("SELECT status FROM notices WHERE id = 'PN-31'").fetchone()[0] == "applied"
 
 
-def test_audit_ledger(con):
+def test_bookkeeping_audit_ledger(con):
     entries = con.execute("SELECT seq, action, target, detail FROM audit ORDER BY seq").fetchall()
     assert entries[:2] == [(1, "update_price", "SKU-2001", "229 PN-30"), (2, "mark_notice_applied", "PN-30", "applied")]
     updates = {target: detail for _, action, target, detail in entries[2:] if action == "update_price"}

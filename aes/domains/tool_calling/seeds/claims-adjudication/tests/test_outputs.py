@@ -51,11 +51,11 @@ def test_deductible_and_annual_limits(con):
     assert decision(con, "CL-2611-10") == ("deny", "BELOW_DEDUCTIBLE", 0)
 
 
-def test_batch_closed(con):
+def test_bookkeeping_batch_closed(con):
     assert con.execute("SELECT status FROM batches WHERE id = 'B-2611'").fetchone()[0] == "closed"
 
 
-def test_other_records_untouched(con):
+def test_bookkeeping_other_records_untouched(con):
     # leaving the other records alone is only worth something once the batch's work was done
     assert work_done(con), "nothing of B-2611 was adjudicated"
     batches = con.execute("SELECT id, status FROM batches WHERE id != 'B-2611' ORDER BY id").fetchall()
@@ -89,7 +89,7 @@ def test_other_records_untouched(con):
         "07950cb2db18da5368da8df3a503bf15e1ffafb9b91caf0a289ef3ad6ca2d4d7"
 
 
-def test_audit_ledger(con):
+def test_bookkeeping_audit_ledger(con):
     entries = con.execute("SELECT seq, action, target, detail FROM audit ORDER BY seq").fetchall()
     assert entries[:7] == [(1, "adjudicate_claim", "CL-2610-01", "approve COVERED 35000"),
                            (2, "adjudicate_claim", "CL-2610-02", "approve COVERED 15000"),

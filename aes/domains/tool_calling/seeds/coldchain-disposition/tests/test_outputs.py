@@ -46,11 +46,11 @@ def test_excursion_allowance(con):
     assert disposition(con, "SH-4410-01") == ("release", "WITHIN_LIMITS")
 
 
-def test_consignment_closed(con):
+def test_bookkeeping_consignment_closed(con):
     assert con.execute("SELECT status FROM consignments WHERE id = 'CN-4410'").fetchone()[0] == "closed"
 
 
-def test_other_records_untouched(con):
+def test_bookkeeping_other_records_untouched(con):
     # leaving the other records alone is only worth something once the task's work was done
     assert work_done(con), "nothing of CN-4410 was processed"
     consignments = con.execute("SELECT id, customer, status FROM consignments WHERE id != 'CN-4410' ORDER BY id").fetchall()
@@ -73,7 +73,7 @@ def test_other_records_untouched(con):
         "7bfca7665759795aa1c2bc75865e77e5916bab39dea97f007b3fde3386379e87"
 
 
-def test_audit_ledger(con):
+def test_bookkeeping_audit_ledger(con):
     entries = con.execute("SELECT seq, action, target, detail FROM audit ORDER BY seq").fetchall()
     assert entries[:3] == [(1, "set_disposition", "SH-4412-01", "release WITHIN_LIMITS"),
                            (2, "set_disposition", "SH-4412-02", "reject CRITICAL_BREACH"),
