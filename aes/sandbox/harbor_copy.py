@@ -4,7 +4,9 @@ Harbor pulls ``FROM`` images itself and enforces ``no-network`` with a sidecar w
 it must pull; with no registry reachable it can do neither. The copy builds from the image
 aes itself would use (the local substitute of an unpullable base) and has a public
 network, so Harbor runs the very same environment aes runs (for compatibility checks and
-side-by-side benchmarks).
+side-by-side benchmarks). Its image also stops on SIGKILL: Harbor keeps each container alive with
+``sh -c "sleep infinity"``, which as PID 1 ignores the SIGTERM of ``docker compose down``, so every
+trial's teardown waited out Docker's 10-second stop timeout (the reward is written before that).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def harbor_copy(src: Path, dst: Path, builder: ImageBuilder) -> None:
         text, _, _, failure = builder.rewrite_from(dockerfile.read_text(encoding="utf-8"))
         if failure is not None:
             raise CopyError(f"{src.name}: {failure}")
-        dockerfile.write_text(text, encoding="utf-8")
+        dockerfile.write_text(text.rstrip("\n") + "\nSTOPSIGNAL SIGKILL\n", encoding="utf-8")
     doc = tomlkit.parse((dst / "task.toml").read_text(encoding="utf-8"))
     environment = doc.get("environment")
     if environment is not None and environment.get("docker_image"):
