@@ -104,6 +104,95 @@ def pytest_terminal_summary(terminalreporter):
     if len(_FILE_SECONDS) < 2:
         return
     total = sum(_FILE_SECONDS.values())
-    terminalreporter.write_sep("=", f"time per test file (setup + call + teardown): {total / 60:.1f} min in all")
+    terminalreporter.write_sep("=", f"time per test file (setup + call + teardown, summed over workers): {total / 60:.1f} min")
     for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:30]:
         terminalreporter.write_line(f"{seconds:8.0f} s {seconds / total:5.0%}  {path}")
+
+
+# -- two workers (pytest-xdist; pyproject's addopts: -n 2 --dist loadgroup) ----------------------
+# A test module runs whole on one worker (its module fixtures are made once). Modules that share
+# something machine-wide run on the same worker, one after another; the longest start first, so
+# that the two workers end together. `-n 0` runs everything in this one process, as before.
+
+TOGETHER = {
+    # one Harbor install (launchers/install_harbor.sh), each job at concurrency 8
+    "harbor": ("test_harbor_compat.py", "test_domain_compat.py", "test_hil_compat.py"),
+    # the session's simulated run (conftest.simulated_run) made once
+    "simulated": ("test_report.py", "test_run_dir_size.py", "test_wandb_logger.py"),
+}
+FIRST = ("test_resume_embedded.py", "harbor", "test_vllm.py", "test_cluster_vllm_job.py", "test_domain_browser.py",
+         "test_domain_desktop.py", "test_flywheel.py", "test_ray_executor.py", "test_cluster_job.py",
+         "test_domain_tool_calling_wrong_work.py", "test_domain_kit.py", "test_security.py", "test_seal.py",
+         "test_hostile_proposals.py", "test_generate_local.py", "test_run_lifecycle.py", "test_proposer.py")
+"""Groups by their measured length in CI, longest first (the rest follow in file order)."""
+
+
+def _group(item) -> str:
+    name = item.path.name
+    return next((group for group, names in TOGETHER.items() if name in names), name)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    if not getattr(config.option, "numprocesses", None):
+        return
+    rank = {group: i for i, group in enumerate(FIRST)}
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (rank.get(_group(item), len(FIRST)), order[id(item)] if _group(item) not in rank
+                                 else 0, order[id(item)]))
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+
+
+# The engine-restart drill (tests/test_faults.py) restarts this host's dockerd: under two workers
+# it waits until the other worker is between modules and holds it there until the engine is back.
+# Every other module holds the engine shared for as long as it runs (its module fixtures included).
+
+ENGINE_LOCK = REPO / ".aes-cache" / "pytest-engine.lock"
+
+
+class _EngineShare:
+    def __init__(self):
+        import fcntl
+
+        self.fcntl = fcntl
+        ENGINE_LOCK.parent.mkdir(parents=True, exist_ok=True)
+        self.gate = open(ENGINE_LOCK.with_suffix(".gate"), "a+")  # queues the shared holders behind the drill
+        self.lock = open(ENGINE_LOCK, "a+")
+        self.held: str | None = None
+
+    def hold(self, mode: str) -> None:
+        if self.held == mode:
+            return
+        self.release()
+        if mode == "exclusive":
+            self.fcntl.flock(self.gate, self.fcntl.LOCK_EX)
+            self.fcntl.flock(self.lock, self.fcntl.LOCK_EX)
+        else:
+            self.fcntl.flock(self.gate, self.fcntl.LOCK_EX)
+            self.fcntl.flock(self.gate, self.fcntl.LOCK_UN)
+            self.fcntl.flock(self.lock, self.fcntl.LOCK_SH)
+        self.held = mode
+
+    def release(self) -> None:
+        if self.held:
+            self.fcntl.flock(self.lock, self.fcntl.LOCK_UN)
+            self.fcntl.flock(self.gate, self.fcntl.LOCK_UN)
+            self.held = None
+
+
+_ENGINE: list[_EngineShare] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    if not _ENGINE:
+        _ENGINE.append(_EngineShare())
+    engine = _ENGINE[0]
+    engine.hold("exclusive" if item.get_closest_marker("engine_restart") else "shared")
+    yield
+    if nextitem is None or nextitem.path != item.path or item.get_closest_marker("engine_restart"):
+        engine.release()  # between modules (and after the drill) the other worker may take it

@@ -283,7 +283,8 @@ def test_domain_checks_reject_broken_variants_with_their_codes(sandbox, cfg, tmp
         codes[path.name] = [r.code for r in checks(path, runner, build.image)]
     assert codes == {"public-passes": ["swe.public_tests_pass_unpatched"],
                      "public-unfixed": ["swe.public_tests_fail_patched"],
-                     "private-lenient": ["swe.private_tests_pass_unpatched"]}
+                     # lenient private tests also pay the unpatched repository that special-cases the issue
+                     "private-lenient": ["swe.private_tests_pass_unpatched", "swe.special_cased_rewarded"]}
 
 
 @pytest.mark.docker

@@ -64,6 +64,7 @@ def test_low_docker_disk_stops_trials_before_they_fail(sandbox, cfg, tmp_path):
 
 @pytest.mark.docker
 @pytest.mark.security
+@pytest.mark.engine_restart
 def test_trials_in_flight_survive_a_restart_of_the_docker_engine(sandbox, cfg, tmp_path):
     if os.environ.get("AES_ALLOW_ENGINE_RESTART") != "1":
         pytest.skip("restarts the Docker engine; set AES_ALLOW_ENGINE_RESTART=1 (CI does)")

@@ -7,6 +7,7 @@ the embedded model runs the same code in tests/test_generate_local.py.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -304,7 +305,7 @@ def test_terminal_harness_workspace_tools_and_memory_across_rounds(stack_factory
     seen = [s["observation"]["results"][0]["content"] for s in steps if s.get("observation")]
     assert "lesson: copy the parent" in seen[0]
     assert second.failed_stages == ["no_draft"]
-    leftovers = stack.rollouts.trials.sandbox.client.containers.list(filters={"label": "aes.role=proposer"})
+    leftovers = stack.rollouts.trials.sandbox.client.containers.list(filters={"label": ["aes.role=proposer", f"aes.pid={os.getpid()}"]})
     assert leftovers == []
 
 
@@ -340,7 +341,7 @@ def test_terminal_episode_goes_on_after_a_restart_of_the_docker_engine(stack_fac
     after = [s["observation"]["results"][0]["content"] for s in steps[notice:] if s.get("observation")]
     assert "kept" in after[0]  # the next command ran in the new container on the same workspace
     assert result.failed_stages == ["no_draft"]
-    assert stack.rollouts.trials.sandbox.client.containers.list(all=True, filters={"label": "aes.role=proposer"}) == []
+    assert stack.rollouts.trials.sandbox.client.containers.list(all=True, filters={"label": ["aes.role=proposer", f"aes.pid={os.getpid()}"]}) == []
 
 
 def test_solver_probes_land_in_the_one_index_and_never_answer_for_an_older_policy(tmp_path):
@@ -440,4 +441,4 @@ def test_terminal_reflection_reads_its_history_and_logs_and_edits_memory_skills_
     assert "oracle failed" in (stack.paths.proposer / "memory" / "notes.md").read_text()
     diff = (stack.paths.reflection / "round_000.diff").read_text()
     assert all(f"b/{f}" in diff for f in ("memory/notes.md", "skills/check.md", "tools/try.sh"))
-    assert stack.rollouts.trials.sandbox.client.containers.list(filters={"label": "aes.role=proposer"}) == []
+    assert stack.rollouts.trials.sandbox.client.containers.list(filters={"label": ["aes.role=proposer", f"aes.pid={os.getpid()}"]}) == []

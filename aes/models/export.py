@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 from pathlib import Path
 
 import torch
@@ -111,7 +113,20 @@ def export_smollm2(out: str | Path, *, dtype: torch.dtype = torch.bfloat16) -> P
     out = Path(out)
     if (out / "config.json").is_file() and any(out.glob("*.safetensors")):
         return out
-    return save_policy(load_gguf_policy(), out, dtype=dtype)
+    # written beside it and renamed into place: a second process (another run, a parallel test)
+    # never reads a half-written directory, and the first rename wins
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_policy(load_gguf_policy(), tmp, dtype=dtype)
+    if out.exists() and not (out / "config.json").is_file():
+        shutil.rmtree(out, ignore_errors=True)  # what a crashed export left
+    try:
+        os.rename(tmp, out)
+    except OSError:
+        if not (out / "config.json").is_file():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
 
 
 def served_directory(model: str) -> str:
