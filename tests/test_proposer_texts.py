@@ -73,6 +73,17 @@ def test_every_domain_carries_the_spread_guidance_and_the_true_facts(domain, tmp
     assert "smollm2" in docs["ASSIGNMENT.md"] and "at most" in docs["ASSIGNMENT.md"]
 
 
+def test_the_seeds_keep_the_solvers_sandbox():
+    """The seeds are the parents a proposer copies: none sets cpus, and memory_mb only where the
+    application needs more than the laptop's solver sandbox (so the paper's 4 CPU / 8 GiB apply there)."""
+    laptop = compose_config([]).sandbox.default_memory_mb
+    environments = {path: tomllib.loads((path / "task.toml").read_text()).get("environment", {})
+                    for path in REPO.glob("aes/domains/*/seeds/*") if (path / "task.toml").is_file()}
+    assert len(environments) >= 40
+    assert [p.name for p, e in environments.items() if "cpus" in e] == []
+    assert [p.name for p, e in environments.items() if e.get("memory_mb", laptop + 1) <= laptop] == []
+
+
 def test_tool_calling_gives_its_test_sh_and_says_who_lists_the_tools():
     text = (instructions_dir(compose_config(["domain=tool_calling"]).domain) / "task_format.md").read_text()
     seed_test = next((REPO / "aes/domains/tool_calling/seeds").glob("*/tests/test.sh")).read_text()
