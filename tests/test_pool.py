@@ -64,6 +64,7 @@ WRITER = textwrap.dedent("""
     from aes.pool import PoolStore
     pool = PoolStore({pool!r})
     src = pathlib.Path({src!r})
+    print("ready", flush=True)
     for i in range(10_000):
         d = src / f"t{{i % 40}}"
         env, created = pool.add(d, name=f"test/t{{i % 40}}")
@@ -88,6 +89,7 @@ def test_kill_9_at_random_points_loses_and_duplicates_nothing(tmp_path):
     admitted_seen: set[str] = set()
     for _ in range(8):
         proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline() == "ready\n"  # killed while it writes, however slowly it started
         time.sleep(rng.uniform(0.3, 1.5))
         proc.send_signal(signal.SIGKILL)
         out, _ = proc.communicate()
