@@ -7,7 +7,7 @@ Clones the repository (default: this checkout's HEAD) into a new folder, runs
 table shows what each setup phase took), then ``.venv/bin/python -m aes.run`` in a fresh run dir
 (the embedded default), and reads the run's stage times from its round row (as
 ``benchmarks/round.py`` does). It also says whether the run compiled a DeepSpeed op that setup had
-already built (``~/.cache/torch_extensions``: a ``.so`` newer than the run's start is a repeat).
+already built (the clone's ``.aes-cache/torch_extensions``: a ``.so`` newer than the run's start is a repeat).
 
 "From nothing" on this machine is not quite from nothing: it says which of the machine-wide things
 setup would otherwise install were already present (the Docker engine, the base image, pip's
@@ -46,7 +46,7 @@ def _reused() -> dict[str, bool]:
             "base image aes-base:bookworm": ok(["docker", "image", "inspect", "aes-base:bookworm"]),
             "pip download cache": (Path.home() / ".cache" / "pip").is_dir(),
             "chromium": shutil.which("chromium") is not None,
-            "DeepSpeed ops cache": (Path.home() / ".cache" / "torch_extensions").is_dir()}
+            }
 
 
 def timed_setup(clone: Path, env: dict[str, str]) -> tuple[float, list[tuple[str, float]]]:
@@ -71,8 +71,7 @@ def timed_setup(clone: Path, env: dict[str, str]) -> tuple[float, list[tuple[str
     return time.monotonic() - start, phases
 
 
-def compiled_since(since: float) -> list[str]:
-    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+def compiled_since(root: Path, since: float) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*.so") if p.stat().st_mtime > since)
 
 
@@ -106,7 +105,7 @@ def main() -> None:
     rounds = [r for r in read_metrics(run_dir / "metrics.jsonl") if r.get("event") == "round"]
     stages = sorted(((k.removeprefix("seconds/"), float(v)) for k, v in (rounds[-1] if rounds else {}).items()
                      if k.startswith("seconds/") and isinstance(v, (int, float))), key=lambda kv: -kv[1])
-    repeats = compiled_since(started)
+    repeats = compiled_since(clone / ".aes-cache" / "torch_extensions", started)
 
     print(f"\nclone: {clone_s:.0f} s")
     print(f"setup: {setup_s:.0f} s")

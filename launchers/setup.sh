@@ -9,9 +9,9 @@
 #              AES_BROWSER=1 (also playwright and Debian's chromium: the browser tests),
 #              AES_WITH_VLLM=1 (also vLLM's CPU build in its own venv, .aes-cache/vllm-venv: cluster=vllm
 #                on CPU and the vLLM tests; CI sets AES_REQUIRE_VLLM=1, which does the same).
-# What waits on the network or the disk overlaps: Debian's packages (and starting the engine) run
-# while pip installs the venv, vLLM's venv while the base image is bootstrapped and DeepSpeed's ops
-# compile. Each phase prints its time; background logs are under .aes-cache/setup-*.log.
+# What waits on the network or the disk overlaps: Debian's packages (and starting the engine) and
+# vLLM's venv are installed while pip fills .venv, then the base image is bootstrapped while
+# DeepSpeed's ops compile. Each phase prints its time; background logs are under .aes-cache/setup-*.log.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p .aes-cache
@@ -77,11 +77,24 @@ system_packages() {
 if [ "${#packages[@]}" -gt 0 ]; then say "installing Debian's ${packages[*]} (in the background)"; fi
 background packages system_packages
 
-# -- 1. virtual environment ------------------------------------------------------------
-t=$(date +%s)
 PY=${AES_PYTHON:-python3}
 "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
   || die "aes needs Python >= 3.11; set AES_PYTHON to one (found $("$PY" --version 2>&1))"
+# vLLM's CPU build pins transformers<5.20 (aes pins 5.24): the server gets its own venv, one pip
+# command, kept across runs (aes/cluster/vllm_env.py, which needs only the standard library, so it
+# starts now, beside pip; on GPU machines: pip install -e '.[vllm]').
+if [ "$with_vllm" = 1 ]; then
+  if "$PY" aes/cluster/vllm_env.py installed; then
+    say "vLLM's CPU build is in .aes-cache/vllm-venv"
+  else
+    say "installing vLLM's CPU build into .aes-cache/vllm-venv (in the background)"
+    vllm_t=$(date +%s)
+    background vllm "$PY" aes/cluster/vllm_env.py install
+  fi
+fi
+
+# -- 1. virtual environment ------------------------------------------------------------
+t=$(date +%s)
 [ -x .venv/bin/python ] || { say "creating .venv with $("$PY" --version)"; "$PY" -m venv .venv; }
 stamp=.aes-cache/install.stamp
 want="$(sha256sum pyproject.toml | cut -d' ' -f1) $extras"
@@ -95,21 +108,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 took ".venv ready" "$t"
-# vLLM's CPU build pins transformers<5.20 (aes pins 5.24): the server gets its own venv, one pip
-# command, kept across runs (aes/cluster/vllm_env.py; on GPU machines: pip install -e '.[vllm]').
-if [ "$with_vllm" = 1 ]; then
-  if .venv/bin/python -c 'import sys; from aes.cluster.vllm_env import installed; sys.exit(not installed())'; then
-    say "vLLM's CPU build is in .aes-cache/vllm-venv"
-  else
-    say "installing vLLM's CPU build into .aes-cache/vllm-venv (in the background)"
-    vllm_t=$(date +%s)
-    background vllm .venv/bin/python -m aes.cluster.vllm_env install
-  fi
-fi
 
 # -- 2. DeepSpeed's ops and the Docker engine ----------------------------------------------
 t=$(date +%s)
-say "warming DeepSpeed's CPU ops (compiled once, cached in ~/.cache/torch_extensions)"
+say "warming DeepSpeed's CPU ops (compiled once, cached in .aes-cache/torch_extensions)"
 background ops env DS_ACCELERATOR=cpu .venv/bin/python -m aes.train.warm_ops
 finish packages || die "Debian's packages or the Docker engine could not be set up (above)"
 if [ "${AES_SKIP_DOCKER:-0}" != 1 ]; then

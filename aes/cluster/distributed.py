@@ -61,6 +61,8 @@ def init(timeout_min: float) -> Channel:
     global _CHANNEL
     import deepspeed
     import torch
+
+    import aes.train  # noqa: F401  (where DeepSpeed's compiled ops are cached, before any is loaded)
     from deepspeed.accelerator import get_accelerator
 
     timeout = timedelta(minutes=timeout_min)

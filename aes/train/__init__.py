@@ -15,7 +15,17 @@
 - :mod:`aes.train.trainer` :class:`PolicyTrainer` (engine, steps, checkpoints) and :class:`DPPOTrainer`, what the flywheel calls
 - :mod:`aes.train.render` stored trajectories without token ids rendered with the policy's chat template
 - :mod:`aes.train.sft` the cold start: supervised fine-tuning on selected trajectories (``mode=sft``)
+
+DeepSpeed's compiled ops go to this checkout's ``.aes-cache/torch_extensions`` (unless
+``TORCH_EXTENSIONS_DIR`` says otherwise): torch rebuilds an op whenever its include paths change, so
+two checkouts (two venvs) sharing ``~/.cache/torch_extensions`` rebuilt each other's ``shm_comm`` in
+turn, and a fresh clone's first run compiled again what setup had compiled for another venv.
 """
+
+import os as _os
+from pathlib import Path as _Path
+
+_os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(_Path(__file__).resolve().parents[2] / ".aes-cache" / "torch_extensions"))
 
 from aes.train.advantages import (
     ADMITTED,

@@ -3,7 +3,8 @@
     python -m aes.train.warm_ops            # what the default CPU path needs: shm_comm
     python -m aes.train.warm_ops --all      # also cpu_adam (offload_optimizer) and fused_adam (torch_adam=false)
 
-Ops are cached in ``TORCH_EXTENSIONS_DIR`` (default ``~/.cache/torch_extensions``); a cold
+Ops are cached in ``TORCH_EXTENSIONS_DIR`` (default: this checkout's ``.aes-cache/torch_extensions``,
+set by :mod:`aes.train`); a cold
 build takes minutes on 2 cores, a cached load ~1 s. Run it in CI's setup (and cache that
 directory) so the first test does not pay the build.
 
@@ -30,7 +31,7 @@ def _probe_cache() -> Path:
     import deepspeed
     from deepspeed.accelerator import get_accelerator
 
-    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+    root = Path(os.environ["TORCH_EXTENSIONS_DIR"])  # set by aes.train
     return root / f"aes-compatible-ops-{deepspeed.__version__}-{get_accelerator().device_name()}.json"
 
 
