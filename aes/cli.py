@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.console import Console
 from rich.logging import RichHandler
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
@@ -20,8 +21,10 @@ SET_HELP = "Config override in Hydra syntax, e.g. --set sandbox.concurrency=2 (r
 
 
 def _setup_logging(verbose: bool = False) -> None:
+    # on stderr: what a command prints on stdout (the JSON of `decontam check`, tables) stays parseable
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s",
-                        handlers=[RichHandler(show_path=False, show_time=False)], force=True)
+                        handlers=[RichHandler(console=Console(stderr=True), show_path=False, show_time=False)],
+                        force=True)
 
 
 def _usage_error(message: str) -> None:

@@ -64,11 +64,11 @@ def test_failure_label_names_the_first_step_the_attempts_did_not_reach():
     from aes.rollout import failure_signature
 
     runs = REPO / "tests/fixtures/runs/embedded/trajectories"
-    missing = json.loads((runs / "aes-contacts-cleanup-bf399bf3/local/u0000-g0-assign/0.json").read_text())["extra"]
+    missing = json.loads((runs / "aes-contacts-cleanup-bd1ad212/local/u0000-g0-assign/0.json").read_text())["extra"]
     assert "FAILED test_outputs.py::test_summary" in missing["verifier_stdout"]  # what the old label named
     assert failure_signature(missing["reward"], "ok", "format_errors", missing["verifier_stdout"]) == \
         "no output file /app/data/contacts_clean.csv (agent: format_errors)"
-    partial = json.loads((runs / "aes-starter-echo-e5d12134/local/u0000-s00000-train/0.json").read_text())["extra"]
+    partial = json.loads((runs / "aes-starter-echo-c9a34d2c/local/u0000-s00000-train/0.json").read_text())["extra"]
     assert partial["reward"] > 0  # some tests passed: the first failed one is the step not reached
     assert failure_signature(partial["reward"], "ok", "max_turns", partial["verifier_stdout"]) == \
         "test_file_is_exactly_hello_and_newline failed (agent: max_turns)"

@@ -62,7 +62,7 @@ def test_embedded_report_tables_and_links_resolve(embedded):
         target = (embedded / href).resolve()
         assert target.exists(), href
         assert target.is_relative_to(embedded.resolve()), href
-    assert "viewer/env/aes-starter-mkdir-c997cae8.html" in page
+    assert "viewer/env/aes-starter-mkdir-d343a75e.html" in page
     # the effective config: the sizes summary and config.yaml
     text = _text(page)
     assert "effective sizes (mode=run, proposer=local, solver=local)" in text

@@ -22,7 +22,7 @@ from tests.browser import browser_page
 from tests.conftest import REPO
 from tests.run_dirs import EPISODE, embedded_run
 
-MKDIR = "aes-starter-mkdir-c997cae8"
+MKDIR = "aes-starter-mkdir-d343a75e"
 
 
 @pytest.fixture()

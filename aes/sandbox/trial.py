@@ -444,7 +444,8 @@ class TrialRunner:
                             env=self.verifier.env(task, home))
         result.agent_info["audit"] = watch.record.to_dict()
         result.timings["audit"] = watch.record.seconds
-        if result.outcome in (Outcome.OK, Outcome.AGENT_TIMEOUT):
+        # a tests' run that loaded the agent's files is tampered with whatever it left as a reward file
+        if result.outcome in (Outcome.OK, Outcome.AGENT_TIMEOUT, Outcome.BAD_REWARD_FILE, Outcome.NO_REWARD_FILE):
             reasons = self.verifier.tampering(task, image, watch.record, result.agent == OracleAgent.name,
                                               lambda: self._run_once(task, OracleAgent(), image))
             if reasons:
