@@ -32,7 +32,7 @@ def moves(db):
     return rows
 
 
-def test_one_bulk_move_to_billing(moves):
+def test_bookkeeping_one_bulk_move_to_billing(moves):
     assert len(moves) == 1 and moves[0]["queue"] == "Billing", moves
 
 
