@@ -92,7 +92,8 @@ WRONG = {
     page.goto(BASE + "/cases/QZ-426")
     page.select_option("#runbook", label="RB-207 - Stale signing key in the token cache")
     page.select_option("#assignee", label="Mira Chen (Platform)")
-    page.fill("#resolution_note", "Flushed the tenant token cache per RB-207; batch jobs re-authenticated after the key rotation.")
+    page.fill("#resolution_note", "Flushed the tenant token cache per RB-207; batch jobs re-authenticated "
+              "after the key rotation.")
     page.select_option("#escalation", label="Reviewed: no escalation needed")
     page.click("#save-draft")
     page.wait_for_selector("text=Draft of QZ-426 saved.")

@@ -14,8 +14,8 @@ put back as served: the changes of one field alone, then of every two fields, an
 with its first change only: one box of a group ticked), up to :data:`MAX_TRIES` tries; the
 first part the app accepts (it answers below 400: the redirect of ``kit/webapp.py``'s
 post-redirect-get, or a review page; a refusal, the form re-rendered with its errors and a 4xx
-status, saves nothing) is what the browser gets, and the reference goes on from there. Only where no part is accepted does the form go as the
-reference filled it. The reference's ``solve.sh`` runs as the agent would; whatever state it leaves
+status, saves nothing) is what the browser gets, and the reference goes on from there. Only where no
+part is accepted does the form go as the reference filled it. The reference's ``solve.sh`` runs as the agent would; whatever state it leaves
 (it may stop early, on a page it did not expect) the verifier scores. Tests that give that 0.5 or
 more pay for part of the work and the task is rejected.
 
@@ -258,7 +258,8 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             record["changes"] = [describe(e) for e in edits]
             for keep in parts(edits):
                 pairs = variant(sent, edits, keep, served[0]["area"])
-                answer = self.send("POST", self.path, headers, urllib.parse.urlencode([tuple(p) for p in pairs]).encode())
+                cut = urllib.parse.urlencode([tuple(p) for p in pairs]).encode()
+                answer = self.send("POST", self.path, headers, cut)
                 record["tries"] += 1
                 if answer[0] < 400:
                     record["kept"] = [describe(edits[i]) for i in sorted(keep)]
