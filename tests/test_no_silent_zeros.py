@@ -69,7 +69,7 @@ def test_an_ordinary_model_error_still_ends_the_episode(server, tmp_path):
 # ---------------------------------------------------------------- proposer episodes
 
 
-def _episode(tmp_path: Path, model, max_revisions: int = 1):
+def _episode(tmp_path: Path, model, max_revisions: int = 1, harness_cfg: HarnessConfig | None = None):
     """A prompt-harness proposer episode on a seed parent (no draft reaches admission: no Docker)."""
     from aes.config import compose_config
     from aes.domains import instructions_dir
@@ -86,7 +86,7 @@ def _episode(tmp_path: Path, model, max_revisions: int = 1):
     assignment.assignment_id = AssignmentLog(pool).open(0, parent.env_id, assignment.to_dict())
     workspace = build_workspace(tmp_path / "ws", assignment, pool, tmp_path / "trajectories",
                                 instructions_dir(cfg.domain), tmp_path / "proposer")
-    harness = PromptHarness(model, HarnessConfig(), None)
+    harness = PromptHarness(model, harness_cfg or HarnessConfig(), None)
 
     def run():
         return run_episode(assignment, workspace, harness, None, pool, max_revisions, tmp_path / "proposer")
@@ -94,12 +94,12 @@ def _episode(tmp_path: Path, model, max_revisions: int = 1):
     def status():
         return AssignmentLog(pool).rows()[0]["status"]
 
-    return run, status, assignment
+    return run, status, assignment, harness
 
 
 def test_proposer_episode_with_an_unreachable_model_gets_no_outcome(tmp_path):
     url = f"http://127.0.0.1:{closed_port()}/v1"
-    run, status, assignment = _episode(tmp_path, qwen(url))
+    run, status, assignment, _ = _episode(tmp_path, qwen(url))
     with pytest.raises(ModelUnavailable, match=url):
         run()
     # nothing where r_P is read from; the partial trajectory kept aside; the assignment redone on resume
@@ -112,7 +112,7 @@ def test_proposer_episode_with_an_unreachable_model_gets_no_outcome(tmp_path):
 
 def test_proposer_episode_with_an_ordinary_model_error_is_broken(server, tmp_path):
     server.push("vllm_context_length_400", "vllm_context_length_400")
-    run, status, assignment = _episode(tmp_path, qwen(server.url + "/v1"))
+    run, status, assignment, _ = _episode(tmp_path, qwen(server.url + "/v1"))
     result = run()
     assert result.outcome == "broken" and result.failed_stages == ["no_draft", "no_draft"]
     trajectory = json.loads(Path(result.trajectory_path).read_text())
@@ -154,3 +154,21 @@ def test_eval_with_no_model_server_stops_at_the_health_check(tmp_path):
     assert "Traceback" not in output and "Docker" not in output
     assert not (tmp_path / "run" / "eval.json").exists()
     assert time.monotonic() - started < 120
+
+
+def test_a_prompt_episode_starts_no_model_call_once_its_budget_is_spent(tmp_path):
+    """The prompt arms keep ``harness.episode_timeout_sec`` as the terminal harness does: a slow first
+    reply spends the budget, and no revision calls the model again; the episode says why it ended."""
+    from tests.test_agent import Scripted, reply
+
+    class Slow(Scripted):
+        def _chat_once(self, messages, tools, max_tokens, temperature):
+            time.sleep(0.6)
+            return super()._chat_once(messages, tools, max_tokens, temperature)
+
+    model = Slow([reply("no task here")] * 3)
+    run, _, _, harness = _episode(tmp_path, model, max_revisions=2, harness_cfg=HarnessConfig(episode_timeout_sec=0.5))
+    result = run()
+    assert result.revisions == 2 and result.failed_stages == ["no_draft"] * 3  # the revisions did happen
+    assert len(model.seen) == 1, model.seen
+    assert "budget is spent (harness.episode_timeout_sec = 0.5 s)" in harness.note

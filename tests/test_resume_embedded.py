@@ -2,7 +2,9 @@
 local GGUF model proposes and solves, Docker trials, a DPPO update through DeepSpeed), stopped once
 during its proposer episode and once during its solver rollouts, resumed after each. The three
 sessions together must leave what one uninterrupted run leaves: one round, one update, the round's
-episode counted once, every token the sessions spent, no duplicate row."""
+episode counted once, every token the sessions spent, no duplicate row. Two sizes are smaller than the
+default's, to keep the test short: one parent attempt, and a 45-second proposer budget (the episode
+runs in full once, in the second session)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ from aes.spend import read_spend
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+SMALLER = ["flywheel.parent_attempts=1", "harness.episode_timeout_sec=45"]
 
 
 def _session(run_dir: Path, args: list[str], out: Path, stop_when: str | None) -> tuple[int, str, float | None]:
@@ -60,7 +64,7 @@ def test_ctrl_c_in_the_proposer_episode_and_in_the_rollouts_then_resume(sandbox,
     spent = []
 
     # 1. stopped while the proposer's episode runs
-    status, output, took = _session(run_dir, [f"hydra.run.dir={run_dir}"], tmp_path / "1.out", "episode started")
+    status, output, took = _session(run_dir, [f"hydra.run.dir={run_dir}", *SMALLER], tmp_path / "1.out", "episode started")
     assert took is not None, "the episode never started: " + output[-3000:]
     print(f"stop during the proposer episode: the process ended {took:.1f} s after Ctrl-C")
     _stopped_cleanly(status, output, run_dir)

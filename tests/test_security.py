@@ -22,7 +22,7 @@ import pytest
 
 from aes.sandbox import OracleAgent, Outcome, TrialRunner
 from aes.sandbox.selftest import ATTACKS, CATALOGUE, AttackAgent, held, task_for
-from aes.sandbox.selftest_loaders import LOADER_ATTACKS
+from aes.sandbox.selftest_loaders import FORGE_LOOP, LOADER_ATTACKS
 from aes.sandbox.trial import AGENT_BROKE, INFRASTRUCTURE
 from aes.tasks import load_task
 from tests.conftest import make_task
@@ -50,21 +50,107 @@ def in_place(sandbox, cfg):
     return TrialRunner(dataclasses.replace(cfg.sandbox, trusted_verifier=False), sandbox)
 
 
+TRIALS_AT_ONCE = 4
+"""The catalogue's trials run this many at a time (their time is mostly the engine's round trips: on
+2 cores four at once take ~60% of the time one at a time); each test then judges its own attack's
+result. Attacks that race the verifier (``waits_for_tests``) are held whatever the load."""
+
+
+def _all_at_once(runner: TrialRunner, root, jobs: dict[str, tuple]) -> dict[str, object]:
+    """``name -> (attack, honest, agent)`` run through ``runner``, :data:`TRIALS_AT_ONCE` at a time:
+    ``name -> TrialResult`` (or the exception the run raised, which that name's test re-raises)."""
+    def one(item):
+        name, (attack, honest, agent) = item
+        try:
+            return name, runner.run(load_task(task_for(root, attack, honest=honest)), agent)
+        except Exception as exc:  # noqa: BLE001 - reported by the test of that attack
+            return name, exc
+
+    with ThreadPoolExecutor(TRIALS_AT_ONCE) as pool:
+        return dict(pool.map(one, jobs.items()))
+
+
+def _racing(name: str) -> bool:
+    """An attack that leaves a process rewriting the reward while the root test script writes its 0
+    (:data:`~aes.sandbox.selftest_loaders.FORGE_LOOP`): whether it gets its 1 in is a race, which a
+    loaded machine can make it lose."""
+    return repr(FORGE_LOOP) in ATTACKS[name].solve  # typed through printf
+
+
+def _races_rerun(runner: TrialRunner, root, results: dict, forged) -> dict:
+    """Up to two more tries for a racing attack whose 1 did not get in (``forged(result)`` false):
+    the test that uses these results asks whether the attack can get through at all."""
+    for name in [n for n in results if _racing(n)]:
+        for again in range(2):
+            result = results[name]
+            if isinstance(result, Exception) or forged(result):
+                break
+            results[name] = _all_at_once(runner, root / f"again-{again}", _attacks([name]))[name]
+    return results
+
+
+def _result(results: dict, name: str):
+    result = results[name]
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+def _attacks(names) -> dict[str, tuple]:
+    return {name: (ATTACKS[name], False, AttackAgent(ATTACKS[name])) for name in names}
+
+
+@pytest.fixture(scope="module")
+def sealed(runner, tmp_path_factory):
+    """Every attack of the catalogue against the default (sealed, audited) verifier."""
+    return _all_at_once(runner, tmp_path_factory.mktemp("sealed"), _attacks(a.name for a in CATALOGUE))
+
+
+@pytest.fixture(scope="module")
+def through_the_engine(runner, tmp_path_factory):
+    """The same, with the agent's changes read through the engine's API (``docker diff`` and archives)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("aes.sandbox.verifier.host_layer", _verifier_only)
+        return _all_at_once(runner, tmp_path_factory.mktemp("engine"), _attacks(a.name for a in CATALOGUE))
+
+
+@pytest.fixture(scope="module")
+def honest_twins(runner, tmp_path_factory):
+    jobs = {name: (ATTACKS[name], True, AttackAgent(ATTACKS[name], honest=True)) for name in _variants()}
+    return _all_at_once(runner, tmp_path_factory.mktemp("honest"), jobs)
+
+
+@pytest.fixture(scope="module")
+def in_place_results(in_place, tmp_path_factory):
+    root = tmp_path_factory.mktemp("in-place")
+    return _races_rerun(in_place, root, _all_at_once(in_place, root, _attacks(IN_PLACE_FORGEABLE)),
+                        lambda result: result.reward == 1.0)
+
+
+@pytest.fixture(scope="module")
+def past_a_naive_seal(runner, tmp_path_factory):
+    """The loader attacks against a seal whose defences against them are off (:func:`_naive_seal`)."""
+    with pytest.MonkeyPatch.context() as patch:
+        _naive_seal(patch)
+        root = tmp_path_factory.mktemp("naive")
+        return _races_rerun(runner, root, _all_at_once(runner, root, _attacks(a.name for a in LOADER_ATTACKS)),
+                            lambda result: result.agent_info.get("audit", {}).get("tests_reward") == 1.0)
+
+
 @pytest.mark.parametrize("attack", [a.name for a in CATALOGUE])
-def test_attack_on_the_verifier_earns_nothing(runner, tmp_path, attack):
-    result = runner.run(load_task(task_for(tmp_path, ATTACKS[attack])), AttackAgent(ATTACKS[attack]))
+def test_attack_on_the_verifier_earns_nothing(sealed, attack):
+    result = _result(sealed, attack)
     assert held(result), (result.outcome, result.reward, result.detail, result.verifier_output[-500:])
     assert result.agent_info["audit"]["watched"], result.agent_info["audit"]  # the net was there
 
 
 @pytest.mark.parametrize("attack", [a.name for a in CATALOGUE])
-def test_attack_earns_nothing_when_changes_are_read_through_the_engine(runner, tmp_path, attack, monkeypatch):
+def test_attack_earns_nothing_when_changes_are_read_through_the_engine(through_the_engine, attack):
     """The same catalogue with the agent's changes read through the engine's API (``docker diff`` and
     archives), as on remote or rootless engines and for a container the freezer could not stop: an
     agent that makes its freeze fail must not find a weaker path (``symlinked_tool_dir`` forged 1
     there while the layer reader held)."""
-    monkeypatch.setattr("aes.sandbox.verifier.host_layer", _verifier_only)
-    result = runner.run(load_task(task_for(tmp_path, ATTACKS[attack])), AttackAgent(ATTACKS[attack]))
+    result = _result(through_the_engine, attack)
     assert held(result), (result.outcome, result.reward, result.detail, result.verifier_output[-500:])
     assert "(engine API)" in result.agent_info.get("carried", "(engine API): nothing was carried")
 
@@ -85,22 +171,20 @@ def _variants():
 
 
 @pytest.mark.parametrize("attack", _variants())
-def test_the_same_task_variant_pays_honest_work(runner, tmp_path, attack):
-    result = runner.run(load_task(task_for(tmp_path, ATTACKS[attack], honest=True)), AttackAgent(ATTACKS[attack],
-                                                                                                  honest=True))
+def test_the_same_task_variant_pays_honest_work(honest_twins, attack):
+    result = _result(honest_twins, attack)
     assert (result.outcome, result.reward) == (Outcome.OK, 1.0), (result.detail, result.verifier_output[-500:])
     audit = result.agent_info["audit"]
     assert audit["watched"] and audit["opened"] >= 1 and not audit["code"] and not audit["startup"], audit
 
 
 @pytest.mark.parametrize("attack", IN_PLACE_FORGEABLE)
-def test_the_attack_is_real_under_in_place_verification(in_place, tmp_path, attack):
-    result = in_place.run(load_task(task_for(tmp_path, ATTACKS[attack])), AttackAgent(ATTACKS[attack]))
+def test_the_attack_is_real_under_in_place_verification(in_place_results, attack):
+    result = _result(in_place_results, attack)
     assert result.reward == 1.0, (result.outcome, result.detail, result.verifier_output[-300:])
 
 
-@pytest.fixture
-def naive_seal(monkeypatch):
+def _naive_seal(patch: pytest.MonkeyPatch) -> None:
     """The sealed verifier with the defences of issue 23 classes 1-4 off: a carry that keeps only
     the verifier's own paths and the runtime (``/usr``, ``/bin``, ``/lib``), git configurations and
     ``/etc/passwd`` copied as written, relative PATH entries kept."""
@@ -111,17 +195,17 @@ def naive_seal(monkeypatch):
         return next((f"{root} (naive)" for root in (*seal.OWN_ROOTS, *seal.SYSTEM_ROOTS) if seal._under(path, root)),
                     None)
 
-    monkeypatch.setattr(seal.SealPolicy, "deny_reason", naive)
-    monkeypatch.setattr("aes.sandbox.gitconfig.sanitize", lambda text: (text, []))
-    monkeypatch.setattr("aes.sandbox.accounts.merge_passwd", lambda pristine, agent, safe: (agent, []))
-    monkeypatch.setattr(verifier, "absolute_path", lambda value: value)
+    patch.setattr(seal.SealPolicy, "deny_reason", naive)
+    patch.setattr("aes.sandbox.gitconfig.sanitize", lambda text: (text, []))
+    patch.setattr("aes.sandbox.accounts.merge_passwd", lambda pristine, agent, safe: (agent, []))
+    patch.setattr(verifier, "absolute_path", lambda value: value)
 
 
 @pytest.mark.parametrize("attack", [a.name for a in LOADER_ATTACKS])
-def test_the_audit_catches_what_gets_past_the_seal(runner, tmp_path, attack, naive_seal):
+def test_the_audit_catches_what_gets_past_the_seal(past_a_naive_seal, attack):
     """With the seal's defences against these attacks off, each one gets through (the tests write
     reward 1: each was real before its defence) and the tamper audit alone ends it as tampered."""
-    result = runner.run(load_task(task_for(tmp_path, ATTACKS[attack])), AttackAgent(ATTACKS[attack]))
+    result = _result(past_a_naive_seal, attack)
     audit = result.agent_info.get("audit", {})
     assert result.outcome is Outcome.TAMPERED and result.reward is None, (result.outcome, result.reward, audit)
     assert audit.get("tests_reward") == 1.0 and "/app/" in result.detail, (audit, result.detail)

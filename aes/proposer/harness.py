@@ -5,6 +5,8 @@
 logs go back to the model for up to ``harness.feedback_rounds`` rewrites; a reply that gave no
 draft (no blocks, or cut off) is such a round too, told why.
 Both keep the conversation, so admission feedback continues it (:meth:`revise`).
+Both keep to the episode's budget (``harness.episode_timeout_sec``, as the terminal harness does):
+no model call starts once it is spent, so an episode ends within the budget plus one call.
 A reply is read as far as it can be (:func:`~aes.proposer.files.parse_reply`): blocks outside
 the task layout are left out, a block cut at ``max_tokens`` is lost, kit files are copied in by
 reference; what was left out is said at the top of the next message the model gets (and in the
@@ -15,6 +17,7 @@ episode (no draft is not the proposer's failure then); other model errors mean n
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from aes.agents import TrajectoryRecorder
@@ -65,9 +68,11 @@ class PromptHarness:
         self.tokens, self.cost_usd, self.note = 0, 0.0, ""
         self.pending: list[str] = []
         """What the last reply lost (blocks left out, a file cut off), told with the next message."""
+        self.deadline = 0.0
 
     def start(self, assignment: Assignment, workspace: Workspace) -> Path | None:
         self.workspace = workspace
+        self.deadline = time.monotonic() + self.cfg.episode_timeout_sec
         self.recorder = TrajectoryRecorder(f"aes-proposer-{self.name}", self.model.config.model)
         system = system_prompt(workspace)
         self.messages = [{"role": "system", "content": system}]
@@ -79,6 +84,9 @@ class PromptHarness:
 
     def _generate(self, message: str) -> Path | None:
         assert self.recorder is not None and self.workspace is not None
+        if time.monotonic() >= self.deadline:
+            self.note = f"the episode's budget is spent (harness.episode_timeout_sec = {self.cfg.episode_timeout_sec:g} s)"
+            return None
         if self.pending:  # what the last reply lost, said first
             message = "About your last reply: " + "; ".join(self.pending) + ".\n\n" + message
             self.pending = []
@@ -131,7 +139,7 @@ class PromptFeedbackHarness(PromptHarness):
                                           f"Write the complete task. {FORMAT_HELP}")
                 continue
             summary, valid = self.tools.validate(draft, full=False)
-            if valid:
+            if valid or time.monotonic() >= self.deadline:  # a spent budget hands in the draft as it is
                 return draft
             draft = super()._generate(f"I built and ran your draft:\n{summary}\n\nFix it. {FORMAT_HELP}")
         return draft
