@@ -47,9 +47,12 @@ def test_the_bookkeeping_pays_only_once_the_substance_is_right(seed, tmp_path):
     substance = [n for n in names if n not in books]
     assert _reward(seed, tmp_path, set(names)) == 1.0
     assert _reward(seed, tmp_path, set()) == 0.0
-    # every bookkeeping test and all but one substance test: the bookkeeping earns nothing yet
+    # every bookkeeping test and all but one substance test: the bookkeeping earns nothing yet (desktop:
+    # the edits earn 0.8 only once all are right, 0.4 times their share before, so one left out is < 0.5)
     almost = _reward(seed, tmp_path, books | set(substance[1:]))
-    assert almost == pytest.approx(0.8 * (len(substance) - 1) / len(substance), abs=1e-4)
+    partial = 0.4 if seed.parents[1].name == "desktop" else 0.8
+    assert almost == pytest.approx(partial * (len(substance) - 1) / len(substance), abs=1e-4)
+    assert seed.parents[1].name != "desktop" or almost < 0.5
     # the bookkeeping alone (closed, untouched, already right) and one substance test: under 0.5
     assert _reward(seed, tmp_path, books | set(substance[:1])) < 0.5
     # all of the substance, one bookkeeping test failing: 0.8 plus the rest of the bookkeeping
