@@ -289,6 +289,7 @@ class Flywheel:
         envs = [e for e in self.training_envs() if e.env_id not in reused]
         runner = self.rollouts.at(f"u{self.updates:04d}-s{self.step:05d}-train", self.updates)
         for draw in range(self.cfg.flywheel.max_group_draws):
+            interrupt.check()  # a stop starts no new draw (the attempts a stop cut short leave no group)
             batch = envs[draw * trainer.envs_per_update:(draw + 1) * trainer.envs_per_update]
             if not batch or len(kept) >= trainer.envs_per_update:
                 break
@@ -352,6 +353,7 @@ class Flywheel:
         order = [e for e in self.training_envs() if e.env_id not in busy]
         room = OVERSAMPLE * target  # envs kept in flight: the update starts when the first ones are done
         while len(kept) < target:
+            interrupt.check()  # a stop starts no new batch (the attempts a stop cut short leave no group)
             running = sum(len(batch.futures) for batch in self.in_flight)
             if running < room and draws < self.cfg.flywheel.max_group_draws and order:
                 start, order = order[:room - running], order[room - running:]

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import logging
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +56,19 @@ class TrainableSolver:
     def prepare(self) -> None:
         """Start building the trainer (loading the policy, starting its engine) in the background,
         so that it is ready when the rollouts running meanwhile are done; an error it raises
-        surfaces where the trainer is first used."""
+        surfaces where the trainer is first used. The thread is a daemon: a run stopped by Ctrl-C
+        exits without waiting for a trainer it will not use (it writes nothing a resume needs)."""
         if self._trainer is None and self._building is None:
-            builder = ThreadPoolExecutor(1, thread_name_prefix="aes-trainer-build")
-            self._building = builder.submit(self._build)
-            builder.shutdown(wait=False)  # its one job still runs; the thread ends with it
+            building: Future = Future()
+
+            def build() -> None:
+                try:
+                    building.set_result(self._build())
+                except BaseException as exc:  # noqa: BLE001 - raised where the trainer is first used
+                    building.set_exception(exc)
+
+            self._building = building
+            threading.Thread(target=build, name="aes-trainer-build", daemon=True).start()
 
     @property
     def trainer(self):
