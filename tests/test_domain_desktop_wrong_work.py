@@ -188,3 +188,28 @@ def test_wrong_attempts_earn_under_half(sandbox, cfg, seed, tmp_path):
         rewards[name] = result.reward
     print(seed, rewards, seconds, f"{time.monotonic() - started:.0f} s")
     assert all(reward is not None and reward < 0.5 for reward in rewards.values()), rewards
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_near_miss_probe_admits_the_seed_and_rejects_tests_that_pay_for_an_edit_left_out(sandbox, cfg, tmp_path):
+    """``desktop.near_miss_rewarded``: the reference's document scored with its first edit test failing.
+    The seed's rule gives that 0.4 x 2/3; the same seed scored by the old rule (the edits' plain
+    share, 0.8 x 2/3 = 0.53) is rejected, naming the test the probe made fail."""
+    from aes.domains.desktop.checks import checks, near_miss
+
+    seed = SEEDS / "quarterly-sales-totals"
+    runner = TrialRunner(cfg.sandbox, sandbox)
+    build = sandbox.build(load_task(seed))
+    assert build.image, build.reason
+    missed, trial = near_miss(seed, runner, build.image)
+    assert trial.reward == pytest.approx(0.4 * 2 / 3, abs=1e-3), (trial.outcome, trial.detail)  # the hook fired
+    assert "aes near-miss probe" in trial.verifier_output
+    variant = tmp_path / "quarterly-sales-totals"
+    shutil.copytree(seed, variant)
+    test_sh = variant / "tests" / "test.sh"
+    rule = "SUBSTANCE, PARTIAL, BOOKKEEPING = 0.8, 0.4, 0.2"
+    assert rule in test_sh.read_text()
+    test_sh.write_text(test_sh.read_text().replace(rule, "SUBSTANCE, PARTIAL, BOOKKEEPING = 0.8, 0.8, 0.2"))
+    [reason] = checks(variant, runner, build.image)
+    assert reason.code == "desktop.near_miss_rewarded" and missed in reason.message and "0.53" in reason.message
