@@ -93,6 +93,33 @@ def simulated_run(tmp_path_factory) -> Path:
 # -- where the suite's time goes (CI prints it last, where its log's tail shows it) --------------
 
 _FILE_SECONDS: dict[str, float] = {}
+_FILE_CPU: dict[str, float] = {}
+"""Machine-wide busy CPU-seconds (/proc/stat, containers included) while each file's tests ran: with
+one process, a file whose CPU-seconds are far under its seconds x cores waits (on time, a server, a
+timeout) rather than computes."""
+
+
+def _busy_cpu_seconds() -> float | None:
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+_CPU_AT_START: list[float | None] = [None]
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _CPU_AT_START[0] = _busy_cpu_seconds()
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    before, after = _CPU_AT_START[0], _busy_cpu_seconds()
+    if before is not None and after is not None:
+        path = nodeid.split("::")[0]
+        _FILE_CPU[path] = _FILE_CPU.get(path, 0.0) + after - before
 
 
 def pytest_runtest_logreport(report):
@@ -104,9 +131,16 @@ def pytest_terminal_summary(terminalreporter):
     if len(_FILE_SECONDS) < 2:
         return
     total = sum(_FILE_SECONDS.values())
+    cores = os.cpu_count() or 1
     terminalreporter.write_sep("=", f"time per test file (setup + call + teardown, summed over workers): {total / 60:.1f} min")
-    for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:30]:
-        terminalreporter.write_line(f"{seconds:8.0f} s {seconds / total:5.0%}  {path}")
+    if terminalreporter.config.getoption("numprocesses", None):
+        _FILE_CPU.clear()  # with workers the files overlap, and the hooks run in the controller: no figure
+    if _FILE_CPU:
+        terminalreporter.write_line(f"(cpu: machine-wide busy CPU-seconds while the file ran; busy: of {cores} cores)")
+    for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:40]:
+        cpu = _FILE_CPU.get(path)
+        load = f"  cpu {cpu:6.0f} s busy {cpu / (seconds * cores):4.0%}" if cpu is not None and seconds > 0 else ""
+        terminalreporter.write_line(f"{seconds:8.0f} s {seconds / total:5.0%}{load}  {path}")
 
 
 # -- two workers (pytest-xdist; pyproject's addopts: -n 2) -------------------------------------

@@ -283,10 +283,11 @@ def test_every_seed_names_its_app_data_and_the_domain_checks_it():
 @pytest.mark.slow
 def test_agent_access_check_rejects_app_data_the_agent_can_write(sandbox, cfg, tmp_path):
     """The agent's user must not be able to change the app's state except through the app: a variant
-    whose database folder anyone may write, one whose agent is root, one that names no app data."""
+    whose database folder anyone may write, one whose agent is root, one that names no app data. (The
+    access part of the domain's checks; its partial-form probe, the other part, has its own test.)"""
     import shutil
 
-    from aes.domains.browser.checks import checks
+    from aes.domains.agent_access import access_reasons
 
     runner = TrialRunner(cfg.sandbox, sandbox)
     variants = {}
@@ -305,7 +306,7 @@ def test_agent_access_check_rejects_app_data_the_agent_can_write(sandbox, cfg, t
     for name, path in variants.items():
         build = sandbox.build(load_task(path))
         assert build.image, build.reason
-        reasons = checks(path, runner, build.image)
+        reasons = access_reasons("browser", path, runner, build.image)
         codes[name] = [r.code for r in reasons]
         if name == "writable":
             assert "/srv/console" in reasons[0].message

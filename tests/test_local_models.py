@@ -240,6 +240,19 @@ def test_local_generates_ids_and_logprobs(local):
 
 
 @needs_local
+def test_a_reply_past_its_deadline_is_cut_by_the_engine(local):
+    """A call's deadline reaches llama.cpp (t_max_predict_ms): a reply whose deadline has passed ends at
+    its first line break, as "length", where without one it would run to a natural stop or max_tokens."""
+    import time
+
+    story = [{"role": "user", "content": "Write a long story of at least 100 lines about a dragon, one sentence per line."}]
+    cut = [local.chat(story, max_tokens=600, deadline=time.monotonic()) for _ in range(3)]
+    assert any(r.finish_reason == "length" and r.usage.completion_tokens < 600 for r in cut), \
+        [(r.finish_reason, r.usage.completion_tokens) for r in cut]
+    assert all(len(r.completion_token_ids) == len(r.completion_logprobs) == r.usage.completion_tokens for r in cut)
+
+
+@needs_local
 def test_local_prompt_ids_decode_to_the_chat_template(local):
     result = local.chat(MESSAGES, max_tokens=2)
     rendered = local.render(MESSAGES)

@@ -311,6 +311,7 @@ def test_terminal_harness_workspace_tools_and_memory_across_rounds(stack_factory
 
 @pytest.mark.docker
 @pytest.mark.security
+@pytest.mark.engine_restart  # runs alone under two workers (tests/conftest.py)
 def test_terminal_episode_goes_on_after_a_restart_of_the_docker_engine(stack_factory, cfg, tmp_path):
     import os
     import threading

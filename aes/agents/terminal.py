@@ -211,7 +211,7 @@ class Episode:
                 return EndReason.POLICY_SPAN
             started = time.monotonic()
             try:
-                result = self.model.chat(self.messages, self.tools,
+                result = self.model.chat(self.messages, self.tools, deadline=deadline,
                                          max_tokens=min(self.model.config.max_tokens, room))
             except BudgetExhausted as exc:
                 self.error = str(exc)

@@ -123,7 +123,11 @@ class ChatModel(Protocol):
     """Whether results carry prompt/completion token ids and log-probs."""
 
     def chat(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None = None, *,
-             max_tokens: int | None = None, temperature: float | None = None) -> ChatResult: ...
+             max_tokens: int | None = None, temperature: float | None = None,
+             deadline: float | None = None) -> ChatResult:
+        """One reply. ``deadline`` (``time.monotonic()`` seconds): where the engine can stop generating
+        on time (llama.cpp), the reply is cut there (``finish_reason`` "length"); elsewhere it is not."""
+        ...
 
     def health_check(self) -> None:
         """Raise :class:`ModelUnavailable` (naming the server and what to set) unless the model can serve."""
@@ -268,6 +272,7 @@ class BaseChatModel:
         self.config = cfg
         self.budget = budget or RunBudget()
         self._weights_version = 0
+        self._call = threading.local()  # this thread's call: its deadline
 
     @property
     def weights_version(self) -> int:
@@ -278,10 +283,12 @@ class BaseChatModel:
         self._weights_version += 1
 
     def chat(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None = None, *,
-             max_tokens: int | None = None, temperature: float | None = None) -> ChatResult:
+             max_tokens: int | None = None, temperature: float | None = None,
+             deadline: float | None = None) -> ChatResult:
         import random
 
         self.budget.check()
+        self._call.deadline = deadline
         max_tokens = max_tokens or self.config.max_tokens
         temperature = self.config.temperature if temperature is None else temperature
         use_tools = tools if (tools and self.supports_tools and self.config.use_tools is not False) else None
@@ -319,6 +326,12 @@ class BaseChatModel:
     def _chat_once(self, messages: list[dict[str, Any]], tools: list[ToolSpec] | None,
                    max_tokens: int, temperature: float) -> ChatResult:
         raise NotImplementedError
+
+    def seconds_left(self) -> float | None:
+        """Seconds until the current call's ``deadline`` (at least 0.001), None without one: for
+        backends whose engine can stop a reply on time."""
+        deadline = getattr(self._call, "deadline", None)
+        return None if deadline is None else max(deadline - time.monotonic(), 0.001)
 
     def sends(self, setting: str) -> bool:
         """Whether a request may carry the parameter of config ``setting`` (``temperature``,

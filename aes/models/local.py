@@ -346,6 +346,9 @@ class LocalChat(BaseChatModel):
             body = {"prompt": prompt_ids, "max_tokens": int(min(max_tokens, room)),
                     "seed": self._next_seed(), "stream": False, "cache_prompt": True,
                     **engine.sampling_params(temperature)}
+            left = self.seconds_left()
+            if left is not None:  # llama.cpp ends the reply at its first newline past this time
+                body["t_max_predict_ms"] = max(1, int(left * 1000))
             out = engine.complete(body)
             choice = out["choices"][0]
             usage = out.get("usage") or {}

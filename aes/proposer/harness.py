@@ -93,7 +93,7 @@ class PromptHarness:
         self.messages.append({"role": "user", "content": message})
         self.recorder.add_message("user", message)
         try:
-            result = self.model.chat(self.messages)
+            result = self.model.chat(self.messages, deadline=self.deadline)  # cut at the budget's end
         except ModelUnavailable:
             raise
         except ModelError as exc:
