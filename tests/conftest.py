@@ -143,7 +143,7 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"{seconds:8.0f} s {seconds / total:5.0%}{load}  {path}")
 
 
-# -- two workers (pytest-xdist; pyproject's addopts: -n 2) -------------------------------------
+# -- two workers (pytest-xdist; the README's test command: -n 2) ------------------------------
 # A test module runs whole on one worker (its module fixtures are made once). Modules that share
 # something machine-wide run on the same worker, one after another; the longest start first, so
 # that the two workers end together. `-n 0` runs everything in this one process, as before.

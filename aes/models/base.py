@@ -126,7 +126,8 @@ class ChatModel(Protocol):
              max_tokens: int | None = None, temperature: float | None = None,
              deadline: float | None = None) -> ChatResult:
         """One reply. ``deadline`` (``time.monotonic()`` seconds): where the engine can stop generating
-        on time (llama.cpp), the reply is cut there (``finish_reason`` "length"); elsewhere it is not."""
+        on time (llama.cpp), the reply ends at its first line break past it (``finish_reason``
+        "length"); prompt evaluation is not bounded, and other engines do not cut the reply."""
         ...
 
     def health_check(self) -> None:

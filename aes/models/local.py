@@ -102,6 +102,12 @@ def _content_text(content: Any) -> str:
     return str(content)
 
 
+def time_limit(seconds_left: float | None) -> dict[str, int]:
+    """llama.cpp's limit on a reply's generation for a call with ``seconds_left`` (None: no deadline):
+    it ends the reply at its first line break past that time (prompt evaluation is not bounded)."""
+    return {} if seconds_left is None else {"t_max_predict_ms": max(1, int(seconds_left * 1000))}
+
+
 def chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
     """Messages as plain ``{role, content}`` strings for a chat template without tool support.
 
@@ -346,9 +352,7 @@ class LocalChat(BaseChatModel):
             body = {"prompt": prompt_ids, "max_tokens": int(min(max_tokens, room)),
                     "seed": self._next_seed(), "stream": False, "cache_prompt": True,
                     **engine.sampling_params(temperature)}
-            left = self.seconds_left()
-            if left is not None:  # llama.cpp ends the reply at its first newline past this time
-                body["t_max_predict_ms"] = max(1, int(left * 1000))
+            body.update(time_limit(self.seconds_left()))
             out = engine.complete(body)
             choice = out["choices"][0]
             usage = out.get("usage") or {}

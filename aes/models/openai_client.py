@@ -425,15 +425,9 @@ class OpenAIChat(BaseChatModel):
             self._llama[index] = info
         return info
 
-    def _time_limit(self) -> dict[str, int]:
-        """llama.cpp's limit on the generation for the call's deadline (it ends the reply at the first
-        line break past it)."""
-        left = self.seconds_left()
-        return {} if left is None else {"t_max_predict_ms": max(1, int(left * 1000))}
-
     def _llamacpp_chat(self, index: int, messages: list[dict[str, Any]], max_tokens: int,
                        temperature: float) -> ChatResult:
-        from aes.models.local import chat_messages
+        from aes.models.local import chat_messages, time_limit
 
         info = self._llama_info(index)
         prompt = self._llama_post(index, "/apply-template", {"messages": chat_messages(messages)})["prompt"]
@@ -455,7 +449,7 @@ class OpenAIChat(BaseChatModel):
                 "xtc_probability": 0.0, "dynatemp_range": 0.0, "mirostat": 0, "repeat_penalty": 1.0,
                 "presence_penalty": 0.0, "frequency_penalty": 0.0, "dry_multiplier": 0.0,
                 # ... and reported with its probability under that distribution (mu)
-                "n_probs": 1, "post_sampling_probs": True, **self._time_limit()})
+                "n_probs": 1, "post_sampling_probs": True, **time_limit(self.seconds_left())})
             choice = (out.get("choices") or [{}])[0]
             usage = out.get("usage") or {}
             content = (choice.get("logprobs") or {}).get("content") or []
