@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -122,8 +123,22 @@ def pytest_runtest_logfinish(nodeid, location):
         _FILE_CPU[path] = _FILE_CPU.get(path, 0.0) + after - before
 
 
+_SPANS: dict[tuple[str, str], list[float]] = {}
+"""(worker, file) -> [first start, last stop] (epoch seconds): each worker's timeline, for the summary."""
+_ENGINE_WAITS: dict[str, float] = {}
+"""worker -> seconds its tests waited on the engine lock (the drill waiting for the other worker's
+module to end, or a module waiting for the drill)."""
+
+
 def pytest_runtest_logreport(report):
-    _FILE_SECONDS[report.nodeid.split("::")[0]] = _FILE_SECONDS.get(report.nodeid.split("::")[0], 0.0) + report.duration
+    path = report.nodeid.split("::")[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+    props = dict(report.user_properties)
+    worker = props.get("worker", getattr(report, "worker_id", None) or "main")
+    span = _SPANS.setdefault((worker, path), [report.start, report.stop])
+    span[0], span[1] = min(span[0], report.start), max(span[1], report.stop)
+    if report.when == "setup" and props.get("engine_wait"):
+        _ENGINE_WAITS[worker] = _ENGINE_WAITS.get(worker, 0.0) + props["engine_wait"]
 
 
 @pytest.hookimpl(trylast=True)
@@ -141,6 +156,26 @@ def pytest_terminal_summary(terminalreporter):
         cpu = _FILE_CPU.get(path)
         load = f"  cpu {cpu:6.0f} s busy {cpu / (seconds * cores):4.0%}" if cpu is not None and seconds > 0 else ""
         terminalreporter.write_line(f"{seconds:8.0f} s {seconds / total:5.0%}{load}  {path}")
+    _worker_timelines(terminalreporter)
+
+
+def _worker_timelines(terminalreporter) -> None:
+    """With workers: when each one ran which file, what it waited for on the engine lock, and how long
+    it stood idle at the end (the imbalance the grouping did not remove)."""
+    workers = sorted({worker for worker, _ in _SPANS})
+    if len(workers) < 2:
+        return
+    start = min(span[0] for span in _SPANS.values())
+    end = max(span[1] for span in _SPANS.values())
+    terminalreporter.write_sep("=", f"workers' timelines ({(end - start) / 60:.1f} min of tests)")
+    for worker in workers:
+        spans = sorted((span, path) for (w, path), span in _SPANS.items() if w == worker)
+        last = max(span[1] for span, _ in spans)
+        terminalreporter.write_line(
+            f"{worker}: {len(spans)} files, waited {_ENGINE_WAITS.get(worker, 0.0):.0f} s on the engine lock, "
+            f"idle {end - last:.0f} s at the end; its longest files:")
+        for (t0, t1), path in sorted(spans, key=lambda sp: sp[0][0] - sp[0][1])[:8]:
+            terminalreporter.write_line(f"    {t0 - start:7.0f} s  +{t1 - t0:5.0f} s  {path}")
 
 
 # -- two workers (pytest-xdist; the README's test command: -n 2) ------------------------------
@@ -241,7 +276,11 @@ def pytest_runtest_protocol(item, nextitem):
     if not _ENGINE:
         _ENGINE.append(_EngineShare())
     engine = _ENGINE[0]
+    waited = time.monotonic()
     engine.hold("exclusive" if item.get_closest_marker("engine_restart") else "shared")
+    item.user_properties.append(("worker", os.environ["PYTEST_XDIST_WORKER"]))
+    if time.monotonic() - waited > 1:
+        item.user_properties.append(("engine_wait", round(time.monotonic() - waited, 1)))
     yield
     if nextitem is None or nextitem.path != item.path or item.get_closest_marker("engine_restart"):
         engine.release()  # between modules (and after the drill) the other worker may take it

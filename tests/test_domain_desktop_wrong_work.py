@@ -26,12 +26,12 @@ export DISPLAY=${DISPLAY:-:0}
 DOC=%s
 desktop-wait 240
 xdotool windowactivate --sync "$(cat /run/desktop/ready)"
-key() { xdotool key --clearmodifiers --delay 120 "$@"; sleep 0.5; }
-write() { xdotool type --clearmodifiers --delay 40 -- "$1"; sleep 0.4; }
+key() { xdotool key --clearmodifiers --delay 120 "$@"; desktop-settle || true; }
+write() { xdotool type --clearmodifiers --delay 40 -- "$1"; desktop-settle || true; }
 stamp() { stat -c '%%y %%s' "$DOC"; }
 save() {
   before=$(stamp); key ctrl+s
-  for _ in $(seq 150); do [ "$(stamp)" != "$before" ] && { sleep 1; echo SAVED; return 0; }; sleep 0.2; done
+  for _ in $(seq 150); do [ "$(stamp)" != "$before" ] && { desktop-settle || true; echo SAVED; return 0; }; sleep 0.2; done
   echo "the document was never saved"; exit 1
 }
 '''

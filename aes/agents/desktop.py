@@ -15,7 +15,7 @@ lists the actions and a one-line fenced block calls one (``click 640 400``, ``ke
 ``type "Status: Approved"``, or a JSON object of arguments).
 
 Transport. Nothing runs on the host and nothing needs a network: every action is one
-``container.exec`` of the desktop kit's commands (xdotool, ``desktop-shot``, ``desktop-text``;
+``container.exec`` of the desktop kit's commands (xdotool, ``desktop-settle``, ``desktop-shot``, ``desktop-text``;
 aes/domains/desktop/base/desktop/) with ``DISPLAY`` set, as the task's agent user. The first action
 waits until the desktop is ready (``desktop-wait``: the document's window mapped and focused). The
 solver's own shell can run the same commands (``xdotool key ctrl+s``) at any time.
@@ -63,6 +63,9 @@ ACTIONS: dict[str, tuple[str, dict, list[str]]] = {
 }
 
 _WAIT = f"desktop-wait {WAIT_SEC} >&2 || exit 3"
+# after an input: until the screen has stopped changing (the kit's desktop-settle); a task built on an
+# older copy of the kit, without it, gets the half second it always had
+_SETTLE = "if command -v desktop-settle >/dev/null; then desktop-settle 10 >&2 || true; else sleep 0.5; fi"
 _FOCUS = "printf '\\n__focus__ %s\\n' \"$(xdotool getactivewindow getwindowname 2>/dev/null)\""
 
 
@@ -85,10 +88,10 @@ def action_script(action: str, args: dict[str, Any]) -> str:
                 "move": f"xdotool mousemove --sync {x} {y}",
                 "drag": (f"xdotool mousemove --sync {x} {y} mousedown 1 sleep 0.2 mousemove --sync {pts[-1][0]} "
                          f"{pts[-1][1]} sleep 0.2 mouseup 1")}[action]
-        return "\n".join([_WAIT, _geometry_guard(*pts), body + " || exit 5", "sleep 0.5", _FOCUS])
+        return "\n".join([_WAIT, _geometry_guard(*pts), body + " || exit 5", _SETTLE, _FOCUS])
     if action == "type":
         return "\n".join([_WAIT, f"xdotool type --clearmodifiers --delay 30 -- {q(str(args['text']))} || exit 5",
-                          "sleep 0.5", _FOCUS])
+                          _SETTLE, _FOCUS])
     if action == "key":
         combos = str(args["combo"]).split()
         if not combos:
@@ -97,7 +100,7 @@ def action_script(action: str, args: dict[str, Any]) -> str:
         return "\n".join([_WAIT, f"out=$(xdotool key --clearmodifiers --delay 100 {' '.join(q(c) for c in combos)} "
                                  "2>&1); rc=$?",
                           'case "$out" in *"No such key"*|*"nvalid"*) echo "$out" >&2; exit 6;; esac',
-                          '[ "$rc" = 0 ] || { echo "$out" >&2; exit 5; }', "sleep 0.5", _FOCUS])
+                          '[ "$rc" = 0 ] || { echo "$out" >&2; exit 5; }', _SETTLE, _FOCUS])
     if action == "screenshot":
         return "\n".join([_WAIT, f"path=$(desktop-shot {q(str(args.get('name') or 'screen'))}) || exit 5",
                           'echo "__shot__ $path"', 'desktop-text --words "$path"'])

@@ -6,8 +6,8 @@ export DISPLAY=${DISPLAY:-:0}
 DOC=/app/quarterly-sales.xlsx
 desktop-wait 240
 xdotool windowactivate --sync "$(cat /run/desktop/ready)"
-key() { xdotool key --clearmodifiers --delay 120 "$@"; sleep 0.5; }
-write() { xdotool type --clearmodifiers --delay 40 -- "$1"; sleep 0.3; }
+key() { xdotool key --clearmodifiers --delay 120 "$@"; desktop-settle || true; }
+write() { xdotool type --clearmodifiers --delay 40 -- "$1"; desktop-settle || true; }
 shot() { desktop-shot "$1" >/dev/null; }
 shot opened
 
@@ -21,8 +21,14 @@ for col in B C D E F; do write "=SUM(${col}2:${col}5)"; key Tab; done
 key Return
 shot total-row
 
-before=$(stat -c %Y.%s "$DOC")
+before=$(stat -c %.9Y.%s "$DOC")
 key ctrl+s                                             # Excel format is kept (no format question)
-for _ in $(seq 100); do [ "$(stat -c %Y.%s "$DOC")" != "$before" ] && break; sleep 0.2; done
-sleep 1
+# saved: the file has changed, then stays as it is for a moment (written whole), and the screen settles
+prev=$before
+for _ in $(seq 300); do
+  sleep 0.1; now=$(stat -c %.9Y.%s "$DOC")
+  [ "$now" != "$before" ] && [ "$now" = "$prev" ] && break
+  prev=$now
+done
+desktop-settle || true
 shot saved
