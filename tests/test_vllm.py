@@ -55,7 +55,7 @@ def served_cfg(model_dir: Path, run_dir: Path, **solver):
                                            health_timeout_sec=600, stop_timeout_sec=20))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """(config pointed at the server, model dir, its server spec): the tiny Qwen2 stand-in served by vLLM."""
     need_vllm()
