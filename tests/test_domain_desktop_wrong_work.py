@@ -18,8 +18,8 @@ from aes.tasks import find_tasks, load_task
 
 SEEDS = Path(__file__).resolve().parents[1] / "aes" / "domains" / "desktop" / "seeds"
 
-# What every attempt starts with: the reference's own way into the window, and a save that prints
-# SAVED only once the document's modification time (nanoseconds) or size changed.
+# What every attempt starts with: the reference's own way into the window, and its save (the kit's
+# desktop-save), which prints SAVED only once the document's modification time (nanoseconds) or size changed.
 HEAD = '''#!/bin/bash
 set -euo pipefail
 export DISPLAY=${DISPLAY:-:0}
@@ -29,11 +29,7 @@ xdotool windowactivate --sync "$(cat /run/desktop/ready)"
 key() { xdotool key --clearmodifiers --delay 120 "$@"; desktop-settle || true; }
 write() { xdotool type --clearmodifiers --delay 40 -- "$1"; desktop-settle || true; }
 stamp() { stat -c '%%y %%s' "$DOC"; }
-save() {
-  before=$(stamp); key ctrl+s
-  for _ in $(seq 150); do [ "$(stamp)" != "$before" ] && { desktop-settle || true; echo SAVED; return 0; }; sleep 0.2; done
-  echo "the document was never saved"; exit 1
-}
+save() { desktop-save "$DOC" 30 && echo SAVED || { echo "the document was never saved"; exit 1; }; }
 '''
 DOCUMENTS = {"decision-brief": "/app/decision-brief.docx", "meeting-notes-styles": "/app/meeting-notes.odt",
              "quarterly-sales-totals": "/app/quarterly-sales.xlsx", "stock-audit": "/app/stock-audit.xlsx"}

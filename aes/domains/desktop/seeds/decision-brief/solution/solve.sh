@@ -20,14 +20,5 @@ key Down Home shift+End; write "Owner: Priya Raman"
 key Down Home shift+End; write "Decision date: 14 March 2026"
 shot placeholders-filled
 
-before=$(stat -c %.9Y.%s "$DOC")
-key ctrl+s                                             # Word format is kept (no format question)
-# saved: the file has changed, then stays as it is for a moment (written whole), and the screen settles
-prev=$before
-for _ in $(seq 300); do
-  sleep 0.1; now=$(stat -c %.9Y.%s "$DOC")
-  [ "$now" != "$before" ] && [ "$now" = "$prev" ] && break
-  prev=$now
-done
-desktop-settle || true
+desktop-save "$DOC"                                    # Word format is kept (no format question)
 shot saved

@@ -20,14 +20,5 @@ key Down Home ctrl+2                                   # Agenda: Heading 2
 key Down Down Down Home ctrl+2                         # Action items: Heading 2
 shot sections-heading-2
 
-before=$(stat -c %.9Y.%s "$DOC")
-key ctrl+s
-# saved: the file has changed, then stays as it is for a moment (written whole), and the screen settles
-prev=$before
-for _ in $(seq 300); do
-  sleep 0.1; now=$(stat -c %.9Y.%s "$DOC")
-  [ "$now" != "$before" ] && [ "$now" = "$prev" ] && break
-  prev=$now
-done
-desktop-settle || true
+desktop-save "$DOC"
 shot saved

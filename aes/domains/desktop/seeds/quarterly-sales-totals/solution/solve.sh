@@ -21,14 +21,5 @@ for col in B C D E F; do write "=SUM(${col}2:${col}5)"; key Tab; done
 key Return
 shot total-row
 
-before=$(stat -c %.9Y.%s "$DOC")
-key ctrl+s                                             # Excel format is kept (no format question)
-# saved: the file has changed, then stays as it is for a moment (written whole), and the screen settles
-prev=$before
-for _ in $(seq 300); do
-  sleep 0.1; now=$(stat -c %.9Y.%s "$DOC")
-  [ "$now" != "$before" ] && [ "$now" = "$prev" ] && break
-  prev=$now
-done
-desktop-settle || true
+desktop-save "$DOC"                                    # Excel format is kept (no format question)
 shot saved

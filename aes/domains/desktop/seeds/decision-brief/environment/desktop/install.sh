@@ -6,7 +6,7 @@
 set -eu
 useradd --create-home --shell /bin/bash agent
 mkdir -p /app && chown agent:agent /app
-for f in desktop-start desktop-wait desktop-settle desktop-shot desktop-text; do ln -sf /opt/desktop/$f /usr/local/bin/$f; done
+for f in desktop-start desktop-wait desktop-settle desktop-save desktop-shot desktop-text; do ln -sf /opt/desktop/$f /usr/local/bin/$f; done
 mkdir -p /tmp/.X11-unix && chmod 1777 /tmp/.X11-unix
 mkdir -p /run/desktop && chown agent:agent /run/desktop
 mkdir -p /opt/desktop/profile/user
